@@ -1,25 +1,320 @@
-// Package agent wires heartlet's components together and runs them in order.
-// It holds no domain logic.
+// Package agent wires heartlet's components together and runs them in
+// order. It holds no domain logic: every decision lives in the package that
+// owns the fact.
 package agent
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/metrics"
+	"github.com/heartlet/heartlet/internal/pleg"
+	"github.com/heartlet/heartlet/internal/podconfig"
+	"github.com/heartlet/heartlet/internal/podsource/file"
+	"github.com/heartlet/heartlet/internal/podsync"
+	"github.com/heartlet/heartlet/internal/podworker"
+	"github.com/heartlet/heartlet/internal/runtime"
+	"github.com/heartlet/heartlet/internal/server"
+	"github.com/heartlet/heartlet/internal/status"
 )
 
-// Agent is one running node agent.
+// housekeepingPeriod is how often pods the sources no longer want are
+// looked for in the runtime, as upstream's housekeeping.
+const housekeepingPeriod = 2 * time.Second
+
+// oomScoreAdj is the OOM score adjustment heartlet asks for itself, as
+// upstream's kubelet.
+const oomScoreAdj = -999
+
+// Agent is one node agent.
 type Agent struct {
-	opts *config.Options
+	opts  *config.Options
+	clock clock.WithTicker
 }
 
-// New checks opts and builds the components without side effects.
+// New checks what can be checked without side effects.
 func New(opts *config.Options) (*Agent, error) {
-	return &Agent{opts: opts}, nil
+	if opts == nil || opts.Config == nil {
+		return nil, errors.New("agent: no configuration")
+	}
+	if opts.Kubeconfig != "" {
+		return nil, fmt.Errorf("kubeconfig %s: cluster mode is not supported yet; run without --kubeconfig for standalone mode", opts.Kubeconfig)
+	}
+	return &Agent{opts: opts, clock: clock.RealClock{}}, nil
 }
 
 // Run starts every component and blocks until ctx is done or one fails.
+// Nothing that changes the node happens before every check that can fail
+// at start has passed: the manifest directory exists, the runtime answers
+// CRI, and the ports are free.
 func (a *Agent) Run(ctx context.Context) error {
-	return errors.New("agent: not wired yet")
+	cfg := a.opts.Config
+	logger := klog.FromContext(ctx)
+
+	if p := cfg.StaticPodPath; p != "" {
+		if fi, err := os.Stat(p); err != nil {
+			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: %w", p, err)
+		} else if !fi.IsDir() {
+			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: not a directory", p)
+		}
+	}
+
+	timeout := cfg.RuntimeRequestTimeout.Duration
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	rt, err := runtime.New(ctx, cfg.ContainerRuntimeEndpoint, timeout)
+	if err != nil {
+		return err
+	}
+	ver, err := rt.Version(ctx)
+	if err != nil {
+		return fmt.Errorf("container runtime %s: %w", cfg.ContainerRuntimeEndpoint, err)
+	}
+	logger.Info("Connected to container runtime", "endpoint", cfg.ContainerRuntimeEndpoint,
+		"runtime", ver.RuntimeName, "version", ver.RuntimeVersion, "criVersion", ver.RuntimeApiVersion)
+
+	statuses := status.NewManager(a.clock)
+	pl := pleg.New(rt, time.Second, a.clock)
+
+	checks := []server.HealthCheck{
+		{Name: "ping", Check: func() error { return nil }},
+		{Name: "pleg", Check: pl.Healthy},
+	}
+	var servers []*server.Server
+	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
+		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
+		servers = append(servers, server.NewHealthz(addr, checks...))
+	}
+	if cfg.ReadOnlyPort > 0 {
+		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
+		mh := promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})
+		servers = append(servers, server.NewReadOnly(addr, statuses.Pods, mh, checks...))
+	}
+	for _, s := range servers {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+	}
+
+	var cg *cgroups.Manager
+	if cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS {
+		cg, err = cgroups.New(cgroups.Options{CgroupRoot: cfg.CgroupRoot, Driver: cfg.CgroupDriver})
+		if err != nil {
+			return fmt.Errorf("cgroups: %w", err)
+		}
+		if err := cg.EnsureQOS(ctx); err != nil {
+			return fmt.Errorf("create QoS cgroups: %w", err)
+		}
+	}
+	setOwnOOMScoreAdj(logger)
+
+	syncer := podsync.New(podsync.Options{
+		NodeIPs:       a.opts.NodeIPs,
+		PodLogsDir:    cfg.PodLogsDir,
+		ClusterDNS:    cfg.ClusterDNS,
+		ClusterDomain: cfg.ClusterDomain,
+		ResolvConf:    derefString(cfg.ResolverConfig),
+		RuntimeName:   ver.RuntimeName,
+		MachineMemory: machineMemory(),
+		Clock:         a.clock,
+	}, rt, podsyncCgroups(cg), statuses)
+	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
+	desired := podconfig.New()
+
+	g, ctx := errgroup.WithContext(ctx)
+	for _, s := range servers {
+		g.Go(func() error { return s.Run(ctx) })
+	}
+	g.Go(func() error { return pl.Run(ctx) })
+	g.Go(func() error { return workers.Run(ctx) })
+	var sources []string
+	if p := cfg.StaticPodPath; p != "" {
+		sources = append(sources, file.SourceName)
+		src := file.New(p, a.opts.NodeName, cfg.FileCheckFrequency.Duration, func(pods []*v1.Pod) {
+			desired.Set(file.SourceName, pods)
+		})
+		g.Go(func() error { return src.Run(ctx) })
+	}
+	g.Go(func() error { return dispatch(ctx, desired, workers) })
+	g.Go(func() error { return relay(ctx, pl, workers) })
+	g.Go(func() error {
+		hk := &housekeeper{
+			desired: desired, sources: sources, workers: workers, pleg: pl,
+			syncer: syncer, cgroups: cg, statuses: statuses,
+		}
+		return hk.run(ctx, a.clock)
+	})
+	logger.Info("Started heartlet", "node", a.opts.NodeName, "staticPodPath", cfg.StaticPodPath)
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// dispatch turns changes of the desired pod set into pod worker updates.
+func dispatch(ctx context.Context, desired *podconfig.Config, workers *podworker.Workers) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case u := <-desired.Updates():
+			switch u.Op {
+			case podconfig.OpAdd:
+				workers.Update(podworker.Update{Type: podworker.UpdateCreate, Pod: u.Pod})
+			case podconfig.OpUpdate:
+				workers.Update(podworker.Update{Type: podworker.UpdateUpdate, Pod: u.Pod})
+			case podconfig.OpRemove:
+				workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: u.Pod})
+			}
+		}
+	}
+}
+
+// relay turns runtime changes seen by the PLEG into syncs of known pods.
+func relay(ctx context.Context, pl *pleg.PLEG, workers *podworker.Workers) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-pl.Events():
+			workers.Sync(e.UID)
+		}
+	}
+}
+
+// housekeeper removes what no source wants any more: it asks the pod
+// workers to stop running pods they do not know (orphans, e.g. left from
+// before a restart), then deletes stopped containers, sandboxes, logs and
+// cgroups of pods that are gone.
+type housekeeper struct {
+	desired  *podconfig.Config
+	sources  []string
+	workers  *podworker.Workers
+	pleg     *pleg.PLEG
+	syncer   *podsync.Syncer
+	cgroups  *cgroups.Manager
+	statuses *status.Manager
+}
+
+func (h *housekeeper) run(ctx context.Context, clk clock.WithTicker) error {
+	t := clk.NewTicker(housekeepingPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+			h.once(ctx)
+		}
+	}
+}
+
+func (h *housekeeper) once(ctx context.Context) {
+	// Until every source has delivered its pods, any pod could still be
+	// wanted: removing it would restart it needlessly.
+	if !h.desired.SeenAllSources(h.sources...) {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	want := map[types.UID]bool{}
+	for _, p := range h.desired.Pods() {
+		want[p.UID] = true
+	}
+	for _, p := range h.statuses.Pods() {
+		if !want[p.UID] && !h.workers.Known(p.UID) {
+			h.statuses.RemovePod(p.UID)
+		}
+	}
+	seen := map[types.UID]bool{}
+	for _, rp := range h.pleg.Pods() {
+		seen[rp.UID] = true
+		if want[rp.UID] || h.workers.Known(rp.UID) {
+			continue
+		}
+		if podRuns(rp) {
+			logger.Info("Stopping pod that no source wants", "pod", klog.KRef(rp.Namespace, rp.Name), "podUID", rp.UID)
+			h.workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: orphanPod(rp)})
+			continue
+		}
+		if err := h.syncer.RemovePod(ctx, rp.UID); err != nil {
+			logger.Error(err, "Failed to remove pod", "pod", klog.KRef(rp.Namespace, rp.Name), "podUID", rp.UID)
+		}
+	}
+	if h.cgroups == nil {
+		return
+	}
+	uids, err := h.cgroups.ListPods(ctx)
+	if err != nil {
+		logger.Error(err, "Failed to list pod cgroups")
+		return
+	}
+	for _, uid := range uids {
+		if want[uid] || seen[uid] || h.workers.Known(uid) {
+			continue
+		}
+		if err := h.cgroups.RemovePod(ctx, uid); err != nil {
+			logger.V(2).Info("Pod cgroup not removed yet", "podUID", uid, "err", err)
+		}
+	}
+}
+
+// podRuns tells whether anything of the pod still runs.
+func podRuns(rp *runtime.PodStatus) bool {
+	for _, s := range rp.Sandboxes {
+		if s.State == runtime.SandboxReady {
+			return true
+		}
+	}
+	for _, c := range rp.Containers {
+		if c.State == runtime.ContainerRunning || c.State == runtime.ContainerCreated {
+			return true
+		}
+	}
+	return false
+}
+
+// orphanPod is the minimal pod object the workers need to stop a pod known
+// only from the runtime's labels.
+func orphanPod(rp *runtime.PodStatus) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rp.Name, Namespace: rp.Namespace, UID: rp.UID}}
+}
+
+// podsyncCgroups keeps a nil manager a nil interface.
+func podsyncCgroups(cg *cgroups.Manager) podsync.Cgroups {
+	if cg == nil {
+		return nil
+	}
+	return cg
+}
+
+// setOwnOOMScoreAdj protects heartlet from the OOM killer as upstream
+// does. Some machines withhold CAP_SYS_RESOURCE: then it warns and goes on.
+func setOwnOOMScoreAdj(logger klog.Logger) {
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(oomScoreAdj)), 0o644); err != nil {
+		logger.Info("Warning: could not set heartlet's own oom_score_adj; continuing", "value", oomScoreAdj, "err", err)
+	}
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -26,6 +26,7 @@ const (
 	AnnotationGrace     = "io.kubernetes.pod.terminationGracePeriod"
 	AnnotationInit      = "io.heartlet.container.init" // "true" for init containers
 	AnnotationConfigSrc = "kubernetes.io/config.source"
+	AnnotationPorts     = "io.kubernetes.container.ports" // JSON list of the container's ports
 )
 
 // SandboxState is the runtime state of a pod sandbox.
@@ -79,6 +80,11 @@ type ContainerStatus struct {
 	RestartCount int    // from AnnotationRestart
 	Init         bool   // from AnnotationInit
 	LogPath      string
+	Attempt      uint32 // CRI metadata attempt
+	// Labels and Annotations are the container's CRI labels and annotations
+	// (see ParseContainerAnnotations).
+	Labels      map[string]string
+	Annotations map[string]string
 }
 
 // PodStatus is the runtime's view of one pod: every sandbox and container

@@ -1,0 +1,236 @@
+// Command bench measures heartlet against a real container runtime: the
+// time from static pod manifests written to all their containers running,
+// for 1 and for N pods, and heartlet's resident memory and CPU use at
+// steady state. It prints numbers; it asserts nothing.
+//
+//	go run ./bench -heartlet bin/heartlet -endpoint unix:///run/heartlet-env/containerd.sock
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	cri "k8s.io/cri-client/pkg"
+)
+
+func main() {
+	var (
+		bin      = flag.String("heartlet", "bin/heartlet", "heartlet binary")
+		endpoint = flag.String("endpoint", os.Getenv("HEARTLET_CRI_ENDPOINT"), "CRI endpoint of the test runtime")
+		image    = flag.String("image", "localhost:5000/busybox:1.35", "image of the benchmark pods")
+		counts   = flag.String("pods", "1,30", "comma-separated pod counts to measure")
+		steady   = flag.Duration("steady", 30*time.Second, "how long to sample CPU at steady state")
+	)
+	flag.Parse()
+	if err := run(*bin, *endpoint, *image, *counts, *steady); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin, endpoint, image, counts string, steady time.Duration) error {
+	if endpoint == "" {
+		return fmt.Errorf("no CRI endpoint: set -endpoint or HEARTLET_CRI_ENDPOINT")
+	}
+	ctx := context.Background()
+	rs, err := cri.NewRemoteRuntimeService(ctx, endpoint, 10*time.Second, nil, false)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", endpoint, err)
+	}
+	for _, field := range strings.Split(counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad pod count %q", field)
+		}
+		if err := measure(ctx, rs, bin, endpoint, image, n, steady); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func measure(ctx context.Context, rs interface {
+	ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+}, bin, endpoint, image string, n int, steady time.Duration) error {
+	dir, err := os.MkdirTemp("", "heartlet-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	manifests := filepath.Join(dir, "manifests")
+	if err := os.MkdirAll(manifests, 0o755); err != nil {
+		return err
+	}
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: %s
+containerRuntimeEndpoint: %s
+podLogsDir: %s
+healthzPort: 0
+readOnlyPort: 0
+failSwapOn: false
+`, manifests, endpoint, filepath.Join(dir, "logs"))), 0o644); err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(dir, "heartlet.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "--config", cfg, "--root-dir", filepath.Join(dir, "root"), "--hostname-override", "bench")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", bin, err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	time.Sleep(2 * time.Second) // let it connect and see the empty directory
+
+	start := time.Now()
+	for i := range n {
+		m := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: bench-%d
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: %s
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+`, i, image)
+		if err := os.WriteFile(filepath.Join(manifests, fmt.Sprintf("bench-%d.yaml", i)), []byte(m), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := waitRunning(ctx, rs, n, 5*time.Minute); err != nil {
+		return err
+	}
+	startup := time.Since(start)
+	fmt.Printf("pods=%d manifests-to-running=%.2fs per-pod=%.3fs\n", n, startup.Seconds(), startup.Seconds()/float64(n))
+
+	time.Sleep(5 * time.Second) // let the start-up work settle
+	cpu0, err := cpuTicks(cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	time.Sleep(steady)
+	cpu1, err := cpuTicks(cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	rss, err := rssKiB(cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	const ticksPerSecond = 100
+	cpuPct := float64(cpu1-cpu0) / ticksPerSecond / time.Since(t0).Seconds() * 100
+	fmt.Printf("pods=%d steady-rss=%.1fMiB steady-cpu=%.2f%% (over %s)\n", n, float64(rss)/1024, cpuPct, steady)
+
+	entries, _ := os.ReadDir(manifests)
+	for _, e := range entries {
+		_ = os.Remove(filepath.Join(manifests, e.Name()))
+	}
+	stopStart := time.Now()
+	if err := waitGone(ctx, rs, 5*time.Minute); err != nil {
+		return err
+	}
+	fmt.Printf("pods=%d manifests-removed-to-gone=%.2fs\n", n, time.Since(stopStart).Seconds())
+	return nil
+}
+
+func waitRunning(ctx context.Context, rs interface {
+	ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+}, n int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		cs, err := rs.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+		if err == nil {
+			running := 0
+			for _, c := range cs {
+				if strings.HasPrefix(c.Labels["io.kubernetes.pod.name"], "bench-") {
+					running++
+				}
+			}
+			if running >= n {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%d pods not running after %s", n, limit)
+}
+
+func waitGone(ctx context.Context, rs interface {
+	ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+}, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		sbs, err := rs.ListPodSandbox(ctx, nil)
+		if err == nil {
+			left := 0
+			for _, s := range sbs {
+				if strings.HasPrefix(s.Labels["io.kubernetes.pod.name"], "bench-") {
+					left++
+				}
+			}
+			if left == 0 {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("bench pods still present after %s", limit)
+}
+
+// cpuTicks returns utime+stime of pid in clock ticks.
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which may hold spaces) start after ')'.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	u, _ := strconv.ParseInt(fields[11], 10, 64)
+	st, _ := strconv.ParseInt(fields[12], 10, 64)
+	return u + st, nil
+}
+
+// rssKiB returns VmRSS of pid in KiB.
+func rssKiB(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				return strconv.ParseInt(f[0], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+}

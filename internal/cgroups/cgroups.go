@@ -1,0 +1,406 @@
+// Package cgroups manages the pod cgroup hierarchy with the cgroupfs driver
+// on cgroup v1 and v2:
+//
+//	<cgroupRoot>/kubepods                      Guaranteed pods, node allocatable
+//	<cgroupRoot>/kubepods/burstable            Burstable pods
+//	<cgroupRoot>/kubepods/besteffort           BestEffort pods
+//	<cgroupRoot>/kubepods[/<class>]/pod<uid>   one pod, with pod-level limits
+//
+// The container runtime creates the sandbox and container cgroups below a
+// pod's cgroup (the CRI cgroup_parent, see PodCgroupParent) but never
+// removes the parents: heartlet creates, limits and removes the QoS and pod
+// cgroups itself. On cgroup v1 a cgroup is created in every mounted
+// hierarchy (so the runtime's children land below it everywhere); limits
+// are written to the cpu, memory and pids controllers. cpuset cgroups get
+// the parent's cpuset.cpus and cpuset.mems copied so they can hold tasks.
+//
+// The filesystem root is injectable, so tests run against a directory that
+// mimics a v1 or v2 layout.
+package cgroups
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/heartlet/heartlet/internal/qos"
+)
+
+// ErrBusy is returned (wrapped) by RemovePod when a pod cgroup still holds
+// processes; the caller retries once the runtime has stopped them.
+var ErrBusy = errors.New("cgroup still has processes")
+
+// Names of the QoS cgroups and the pod cgroup prefix.
+const (
+	KubepodsName   = "kubepods"
+	BurstableName  = "burstable"
+	BestEffortName = "besteffort"
+	PodPrefix      = "pod"
+)
+
+// DefaultRoot is where the cgroup filesystems are mounted.
+const DefaultRoot = "/sys/fs/cgroup"
+
+// Options configure a Manager.
+type Options struct {
+	// Root is the cgroup filesystem mount point: the unified hierarchy on
+	// cgroup v2, the directory holding one mount per controller on v1.
+	// Default DefaultRoot.
+	Root string
+	// CgroupRoot is the cgroup (a path inside every hierarchy) under which
+	// kubepods is created, the kubelet's cgroupRoot. Default "/".
+	CgroupRoot string
+	// Driver is the cgroup driver; only "cgroupfs" (the default) is
+	// supported.
+	Driver string
+	// PodPidsLimit sets pids.max of every pod cgroup when positive.
+	PodPidsLimit int64
+	// DisableCPUQuota leaves CPU limits unenforced (cpuCFSQuota=false):
+	// pod cgroups get no CFS quota.
+	DisableCPUQuota bool
+	// CPUPeriod is the CFS period for CPU limits (cpuCFSQuotaPeriod).
+	// Default 100ms; at least 1ms and at most 1s.
+	CPUPeriod time.Duration
+	// NodeAllocatable, when set, limits the kubepods cgroup to the node's
+	// allocatable cpu (as cpu.shares) and memory.
+	NodeAllocatable v1.ResourceList
+}
+
+// Manager creates, limits, lists and removes the QoS and pod cgroups. It is
+// safe for concurrent use.
+type Manager struct {
+	root       string
+	cgroupRoot string
+	v2         bool
+	pidsLimit  int64
+	noQuota    bool
+	period     uint64 // microseconds
+	allocRes   v1.ResourceList
+
+	mu             sync.Mutex // serializes writes of the burstable weight
+	burstableMilli int64      // cpu requests of the burstable pods; guarded by mu
+}
+
+// New validates the options and detects the cgroup version: v2 when Root
+// is a cgroup2 filesystem (or, for test layouts, holds cgroup.controllers),
+// v1 otherwise. It creates nothing.
+func New(opts Options) (*Manager, error) {
+	if opts.Root == "" {
+		opts.Root = DefaultRoot
+	}
+	if opts.CgroupRoot == "" {
+		opts.CgroupRoot = "/"
+	}
+	if !path.IsAbs(opts.CgroupRoot) {
+		return nil, fmt.Errorf("cgroup root %q: must be an absolute path", opts.CgroupRoot)
+	}
+	switch opts.Driver {
+	case "", "cgroupfs":
+	case "systemd":
+		return nil, fmt.Errorf("cgroup driver %q: not supported, use cgroupfs", opts.Driver)
+	default:
+		return nil, fmt.Errorf("cgroup driver %q: unknown, use cgroupfs", opts.Driver)
+	}
+	if opts.CPUPeriod == 0 {
+		opts.CPUPeriod = qos.DefaultCPUPeriod * time.Microsecond
+	}
+	if opts.CPUPeriod < time.Millisecond || opts.CPUPeriod > time.Second {
+		return nil, fmt.Errorf("cpu cfs quota period %s: must be between 1ms and 1s", opts.CPUPeriod)
+	}
+	v2, err := isUnified(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{
+		root:       opts.Root,
+		cgroupRoot: path.Clean(opts.CgroupRoot),
+		v2:         v2,
+		pidsLimit:  opts.PodPidsLimit,
+		noQuota:    opts.DisableCPUQuota,
+		period:     uint64(opts.CPUPeriod / time.Microsecond),
+		allocRes:   opts.NodeAllocatable,
+	}, nil
+}
+
+// isUnified reports whether root is a cgroup v2 (unified) hierarchy.
+func isUnified(root string) (bool, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil {
+		return false, fmt.Errorf("cgroup filesystem %s: %w", root, err)
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return true, nil
+	}
+	// A directory that mimics the unified layout (tests).
+	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
+		return true, nil
+	}
+	return false, nil
+}
+
+// Version returns the cgroup version in use, 1 or 2.
+func (m *Manager) Version() int {
+	if m.v2 {
+		return 2
+	}
+	return 1
+}
+
+// qosPath returns the cgroup path of a QoS class.
+func (m *Manager) qosPath(class v1.PodQOSClass) string {
+	switch class {
+	case v1.PodQOSBurstable:
+		return path.Join(m.cgroupRoot, KubepodsName, BurstableName)
+	case v1.PodQOSBestEffort:
+		return path.Join(m.cgroupRoot, KubepodsName, BestEffortName)
+	default:
+		return path.Join(m.cgroupRoot, KubepodsName)
+	}
+}
+
+// qosPaths are the cgroups a pod cgroup may live under.
+func (m *Manager) qosPaths() []string {
+	return []string{
+		m.qosPath(v1.PodQOSGuaranteed),
+		m.qosPath(v1.PodQOSBurstable),
+		m.qosPath(v1.PodQOSBestEffort),
+	}
+}
+
+// PodCgroupParent returns the pod's cgroup path, the CRI cgroup_parent of
+// its sandbox: <cgroupRoot>/kubepods/pod<uid> for Guaranteed pods,
+// <cgroupRoot>/kubepods/burstable/pod<uid> and
+// <cgroupRoot>/kubepods/besteffort/pod<uid> for the others.
+func (m *Manager) PodCgroupParent(pod *v1.Pod) string {
+	return path.Join(m.qosPath(qos.Class(pod)), PodPrefix+string(pod.UID))
+}
+
+// validUID rejects UIDs that cannot name a single cgroup directory.
+func validUID(uid types.UID) error {
+	s := string(uid)
+	if s == "" || s == "." || s == ".." || strings.ContainsAny(s, "/\x00") {
+		return fmt.Errorf("pod uid %q: not usable in a cgroup name", s)
+	}
+	return nil
+}
+
+// uidFromDirName returns the pod UID named by a pod cgroup directory, and
+// false for any other name.
+func uidFromDirName(name string) (types.UID, bool) {
+	uid, ok := strings.CutPrefix(name, PodPrefix)
+	if !ok || validUID(types.UID(uid)) != nil {
+		return "", false
+	}
+	return types.UID(uid), true
+}
+
+// EnsureQOS creates kubepods and its burstable and besteffort children in
+// every hierarchy and sets their cpu weights: besteffort gets the minimum,
+// burstable the sum of the burstable pods' cpu requests last given to
+// UpdateQOS (the minimum before that). kubepods is limited to
+// NodeAllocatable when set. Memory stays unlimited. Idempotent.
+func (m *Manager) EnsureQOS(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := m.checkControllers(); err != nil {
+		return err
+	}
+	kubepods := m.qosPath(v1.PodQOSGuaranteed)
+	if err := m.ensure(ctx, kubepods); err != nil {
+		return err
+	}
+	if len(m.allocRes) > 0 {
+		var r Resources
+		if q, ok := m.allocRes[v1.ResourceCPU]; ok {
+			r.CPUShares = ptr(qos.MilliCPUToShares(q.MilliValue()))
+		}
+		if q, ok := m.allocRes[v1.ResourceMemory]; ok && q.Value() > 0 {
+			r.Memory = ptr(q.Value())
+		}
+		if err := m.apply(kubepods, r); err != nil {
+			return err
+		}
+	}
+	bestEffort := m.qosPath(v1.PodQOSBestEffort)
+	if err := m.ensure(ctx, bestEffort); err != nil {
+		return err
+	}
+	if err := m.apply(bestEffort, Resources{CPUShares: ptr(uint64(qos.MinShares))}); err != nil {
+		return err
+	}
+	if err := m.ensure(ctx, m.qosPath(v1.PodQOSBurstable)); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.writeBurstable(); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(2).Info("Ensured QoS cgroups", "path", kubepods, "cgroupVersion", m.Version())
+	return nil
+}
+
+// UpdateQOS sets the burstable cgroup's cpu weight from the cpu requests of
+// the burstable pods among pods (the pods that are or will be running).
+// EnsureQOS must have created the QoS cgroups.
+func (m *Manager) UpdateQOS(ctx context.Context, pods []*v1.Pod) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var milli int64
+	for _, p := range pods {
+		if qos.Class(p) != v1.PodQOSBurstable {
+			continue
+		}
+		reqs, _ := qos.PodRequestsAndLimits(p)
+		if q, ok := reqs[v1.ResourceCPU]; ok {
+			milli += q.MilliValue()
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.burstableMilli = milli
+	if err := m.writeBurstable(); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(5).Info("Updated QoS cgroups", "pods", len(pods))
+	return nil
+}
+
+// writeBurstable writes the burstable cpu weight for burstableMilli.
+// Callers hold mu.
+func (m *Manager) writeBurstable() error {
+	shares := qos.MilliCPUToShares(m.burstableMilli)
+	return m.apply(m.qosPath(v1.PodQOSBurstable), Resources{CPUShares: &shares})
+}
+
+// EnsurePod creates the pod's cgroup (and any missing parent) in every
+// hierarchy and writes its pod-level limits (see PodResources). Calling it
+// again re-applies the limits.
+func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validUID(pod.UID); err != nil {
+		return err
+	}
+	p := m.PodCgroupParent(pod)
+	if err := m.ensure(ctx, p); err != nil {
+		return err
+	}
+	if err := m.apply(p, m.PodResources(pod)); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(4).Info("Ensured pod cgroup", "pod", klog.KObj(pod), "podUID", pod.UID, "path", p)
+	return nil
+}
+
+// RemovePod removes the pod's cgroup under whichever QoS class holds it,
+// in every hierarchy, with the child cgroups the runtime left below it
+// (depth first). It kills nothing: when any of those cgroups still holds a
+// process it removes nothing and returns an error wrapping ErrBusy.
+// Removing a pod without a cgroup succeeds, so it is safe without
+// EnsurePod and idempotent.
+func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validUID(uid); err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	hs, err := m.hierarchies()
+	if err != nil {
+		return err
+	}
+	var dirs []string
+	for _, qp := range m.qosPaths() {
+		rel := path.Join(qp, PodPrefix+string(uid))
+		for _, h := range hs {
+			dir := filepath.Join(h, filepath.FromSlash(rel))
+			if _, err := os.Stat(dir); err == nil {
+				dirs = append(dirs, dir)
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("pod cgroup %s: %w", dir, err)
+			}
+		}
+	}
+	if len(dirs) == 0 {
+		logger.V(5).Info("Pod cgroup already removed", "podUID", uid)
+		return nil
+	}
+	for _, dir := range dirs {
+		n, err := countProcs(dir)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("pod cgroup %s holds %d processes: %w", dir, n, ErrBusy)
+		}
+	}
+	var errs []error
+	for _, dir := range dirs {
+		if err := removeTree(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	logger.V(2).Info("Removed pod cgroup", "podUID", uid, "hierarchies", len(dirs))
+	return nil
+}
+
+// ListPods returns the UIDs of the pod cgroups found under any QoS class in
+// any hierarchy, sorted; with the runtime's pods it finds orphans to remove.
+func (m *Manager) ListPods(ctx context.Context) ([]types.UID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	hs, err := m.hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[types.UID]bool{}
+	for _, h := range hs {
+		for _, qp := range m.qosPaths() {
+			dir := filepath.Join(h, filepath.FromSlash(qp))
+			entries, err := os.ReadDir(dir)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("list cgroup %s: %w", dir, err)
+			}
+			for _, e := range entries {
+				if !e.IsDir() {
+					continue
+				}
+				if uid, ok := uidFromDirName(e.Name()); ok {
+					seen[uid] = true
+				}
+			}
+		}
+	}
+	out := make([]types.UID, 0, len(seen))
+	for uid := range seen {
+		out = append(out, uid)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,380 @@
+package cgroups
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	ocgroups "github.com/opencontainers/cgroups"
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+)
+
+// Controller files written by the manager.
+const (
+	fileProcs          = "cgroup.procs"
+	fileControllers    = "cgroup.controllers"
+	fileSubtreeControl = "cgroup.subtree_control"
+	fileCPUShares      = "cpu.shares"
+	fileCFSPeriod      = "cpu.cfs_period_us"
+	fileCFSQuota       = "cpu.cfs_quota_us"
+	fileMemoryLimit    = "memory.limit_in_bytes"
+	fileCpusetCPUs     = "cpuset.cpus"
+	fileCpusetMems     = "cpuset.mems"
+	filePidsMax        = "pids.max"
+	fileCPUWeight      = "cpu.weight"
+	fileCPUMax         = "cpu.max"
+	fileMemoryMax      = "memory.max"
+)
+
+// hierarchies returns the directories of the mounted hierarchies: the root
+// on v2; on v1 every directory under the root (cpu, memory, ..., also the
+// named and hybrid unified ones), symlinked co-mounts such as
+// cpu -> cpu,cpuacct counted once.
+func (m *Manager) hierarchies() ([]string, error) {
+	if m.v2 {
+		return []string{m.root}, nil
+	}
+	entries, err := os.ReadDir(m.root)
+	if err != nil {
+		return nil, fmt.Errorf("list cgroup hierarchies in %s: %w", m.root, err)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range entries {
+		resolved, err := filepath.EvalSymlinks(filepath.Join(m.root, e.Name()))
+		if err != nil {
+			continue // a dangling link is no hierarchy
+		}
+		fi, err := os.Stat(resolved)
+		if err != nil || !fi.IsDir() || seen[resolved] {
+			continue
+		}
+		seen[resolved] = true
+		out = append(out, resolved)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("list cgroup hierarchies in %s: none mounted", m.root)
+	}
+	return out, nil
+}
+
+// hasController reports whether a controller is usable: on v1 its
+// hierarchy is mounted under the root, on v2 the root lists it.
+func (m *Manager) hasController(name string) bool {
+	if !m.v2 {
+		fi, err := os.Stat(filepath.Join(m.root, name))
+		return err == nil && fi.IsDir()
+	}
+	ctrls, err := readFields(filepath.Join(m.root, fileControllers))
+	return err == nil && slices.Contains(ctrls, name)
+}
+
+// checkControllers verifies that the controllers pod limits need exist.
+func (m *Manager) checkControllers() error {
+	need := []string{"cpu", "memory"}
+	if m.pidsLimit > 0 {
+		need = append(need, "pids")
+	}
+	for _, c := range need {
+		if !m.hasController(c) {
+			return fmt.Errorf("cgroup controller %s: not available under %s", c, m.root)
+		}
+	}
+	return nil
+}
+
+// ensure creates the cgroup path cg (and its missing parents) in every
+// hierarchy. On v1 each new cpuset cgroup gets its parent's cpus and mems;
+// on v2 each parent delegates every available controller to its children.
+func (m *Manager) ensure(ctx context.Context, cg string) error {
+	hs, err := m.hierarchies()
+	if err != nil {
+		return err
+	}
+	parts := strings.Split(strings.Trim(cg, "/"), "/")
+	var ctrls []string
+	if m.v2 {
+		if ctrls, err = readFields(filepath.Join(m.root, fileControllers)); err != nil {
+			return err
+		}
+	}
+	for _, h := range hs {
+		cur := h
+		for _, part := range parts {
+			if part == "" {
+				continue
+			}
+			parent := cur
+			cur = filepath.Join(cur, part)
+			if m.v2 {
+				enableControllers(ctx, parent, ctrls)
+			}
+			if err := os.Mkdir(cur, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("create cgroup %s: %w", cur, err)
+			}
+			if !m.v2 {
+				if err := copyCpuset(parent, cur); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// enableControllers makes dir delegate the controllers to its children by
+// writing them to cgroup.subtree_control. Controllers the kernel refuses
+// are skipped: writing their limits fails later and names the file.
+func enableControllers(ctx context.Context, dir string, ctrls []string) {
+	enabled, _ := readFields(filepath.Join(dir, fileSubtreeControl))
+	var missing []string
+	for _, c := range ctrls {
+		if !slices.Contains(enabled, c) {
+			missing = append(missing, "+"+c)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	if writeFile(dir, fileSubtreeControl, strings.Join(missing, " ")) == nil {
+		return
+	}
+	for _, c := range missing {
+		if err := writeFile(dir, fileSubtreeControl, c); err != nil {
+			klog.FromContext(ctx).V(4).Info("Cannot enable cgroup controller", "path", dir, "controller", c, "err", err)
+		}
+	}
+}
+
+// copyCpuset gives a cpuset cgroup without cpus or mems those of its
+// parent, so that it can hold tasks. Not a cpuset hierarchy: no-op.
+func copyCpuset(parent, child string) error {
+	for _, f := range []string{fileCpusetCPUs, fileCpusetMems} {
+		pv, err := os.ReadFile(filepath.Join(parent, f))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", filepath.Join(parent, f), err)
+		}
+		cv, err := os.ReadFile(filepath.Join(child, f))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("read %s: %w", filepath.Join(child, f), err)
+		}
+		if len(bytes.TrimSpace(cv)) > 0 || len(bytes.TrimSpace(pv)) == 0 {
+			continue
+		}
+		if err := writeFile(child, f, string(bytes.TrimSpace(pv))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply writes r to the cgroup cg.
+func (m *Manager) apply(cg string, r Resources) error {
+	rel := filepath.FromSlash(strings.TrimPrefix(cg, "/"))
+	if m.v2 {
+		return m.applyV2(filepath.Join(m.root, rel), r)
+	}
+	cpu := filepath.Join(m.root, "cpu", rel)
+	if r.CPUShares != nil {
+		if err := writeFile(cpu, fileCPUShares, strconv.FormatUint(*r.CPUShares, 10)); err != nil {
+			return err
+		}
+	}
+	// The period first: the kernel checks the quota against it.
+	if r.CPUPeriod != nil {
+		if err := writeFile(cpu, fileCFSPeriod, strconv.FormatUint(*r.CPUPeriod, 10)); err != nil {
+			return err
+		}
+	}
+	if r.CPUQuota != nil {
+		if err := writeFile(cpu, fileCFSQuota, strconv.FormatInt(unlimited(*r.CPUQuota), 10)); err != nil {
+			return err
+		}
+	}
+	if r.Memory != nil {
+		if err := writeFile(filepath.Join(m.root, "memory", rel), fileMemoryLimit, strconv.FormatInt(unlimited(*r.Memory), 10)); err != nil {
+			return err
+		}
+	}
+	if r.PidsMax != nil && (*r.PidsMax > 0 || m.hasController("pids")) {
+		if err := writeFile(filepath.Join(m.root, "pids", rel), filePidsMax, maxOr(*r.PidsMax)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Manager) applyV2(dir string, r Resources) error {
+	if r.CPUShares != nil {
+		w := ocgroups.ConvertCPUSharesToCgroupV2Value(*r.CPUShares)
+		if err := writeFile(dir, fileCPUWeight, strconv.FormatUint(w, 10)); err != nil {
+			return err
+		}
+	}
+	if r.CPUQuota != nil || r.CPUPeriod != nil {
+		v := "max"
+		if r.CPUQuota != nil && *r.CPUQuota > 0 {
+			v = strconv.FormatInt(*r.CPUQuota, 10)
+		}
+		if r.CPUPeriod != nil {
+			v += " " + strconv.FormatUint(*r.CPUPeriod, 10)
+		}
+		if err := writeFile(dir, fileCPUMax, v); err != nil {
+			return err
+		}
+	}
+	if r.Memory != nil {
+		if err := writeFile(dir, fileMemoryMax, maxOr(*r.Memory)); err != nil {
+			return err
+		}
+	}
+	if r.PidsMax != nil && (*r.PidsMax > 0 || m.hasController("pids")) {
+		if err := writeFile(dir, filePidsMax, maxOr(*r.PidsMax)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unlimited maps every non-positive limit to -1, v1's "no limit".
+func unlimited(v int64) int64 {
+	if v <= 0 {
+		return -1
+	}
+	return v
+}
+
+// maxOr formats a limit, "max" when unlimited.
+func maxOr(v int64) string {
+	if v <= 0 {
+		return "max"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// writeFile writes one value to a cgroup control file.
+func writeFile(dir, name, value string) error {
+	p := filepath.Join(dir, name)
+	// O_CREATE is a no-op on cgroup filesystems, whose files exist; it
+	// lets plain directories stand in for them in tests.
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("write %q to %s: %w", value, p, err)
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %q to %s: %w", value, p, err)
+	}
+	return nil
+}
+
+// readFields returns the space-separated words of a file.
+func readFields(p string) ([]string, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	return strings.Fields(string(b)), nil
+}
+
+// parsePIDs counts the process IDs in the content of a cgroup.procs file.
+func parsePIDs(b []byte) (int, error) {
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		if _, err := strconv.ParseUint(line, 10, 32); err != nil {
+			return 0, fmt.Errorf("pid %q: %w", line, err)
+		}
+		n++
+	}
+	return n, sc.Err()
+}
+
+// countProcs counts the processes in the cgroup dir and its descendants.
+func countProcs(dir string) (int, error) {
+	p := filepath.Join(dir, fileProcs)
+	b, err := os.ReadFile(p)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	n, err := parsePIDs(b)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return n, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("list cgroup %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		c, err := countProcs(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return 0, err
+		}
+		n += c
+	}
+	return n, nil
+}
+
+// removeTree removes the cgroup dir and every cgroup below it, children
+// first. A cgroup that still has tasks gives an error wrapping ErrBusy.
+func removeTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list cgroup %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	err = unix.Rmdir(dir)
+	if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+		// Regular files only exist where plain directories stand in for
+		// a cgroup filesystem (tests): remove them and retry.
+		for _, e := range entries {
+			if e.Type().IsRegular() {
+				if rerr := os.Remove(filepath.Join(dir, e.Name())); rerr != nil {
+					return fmt.Errorf("remove cgroup %s: %w", dir, rerr)
+				}
+			}
+		}
+		err = unix.Rmdir(dir)
+	}
+	switch {
+	case err == nil, errors.Is(err, unix.ENOENT):
+		return nil
+	case errors.Is(err, unix.EBUSY):
+		return fmt.Errorf("remove cgroup %s: %w: %w", dir, ErrBusy, err)
+	default:
+		return fmt.Errorf("remove cgroup %s: %w", dir, err)
+	}
+}

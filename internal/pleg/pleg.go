@@ -1,0 +1,340 @@
+// Package pleg is the pod lifecycle event generator: it relists the
+// runtime's pods periodically, compares every relist with the previous one
+// and turns the differences into typed events for the pod workers.
+package pleg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/metrics"
+	"github.com/heartlet/heartlet/internal/runtime"
+)
+
+const (
+	// DefaultPeriod is the default time between the end of one relist and
+	// the start of the next.
+	DefaultPeriod = time.Second
+	// RelistThreshold is how old the last successful relist may be before
+	// Healthy reports an error.
+	RelistThreshold = 3 * time.Minute
+	// eventBuffer is the capacity of the events channel. When it is full,
+	// events are dropped: the pod workers' periodic resync repairs that.
+	eventBuffer = 1000
+)
+
+// EventType is what changed for a pod between two relists.
+type EventType string
+
+const (
+	// ContainerStarted: the container is running now and was not before.
+	ContainerStarted EventType = "ContainerStarted"
+	// ContainerDied: the container exited, or vanished while running.
+	ContainerDied EventType = "ContainerDied"
+	// ContainerRemoved: the container is gone from the runtime.
+	ContainerRemoved EventType = "ContainerRemoved"
+	// ContainerChanged: the container is new or changed to created or
+	// unknown.
+	ContainerChanged EventType = "ContainerChanged"
+	// SandboxChanged: a sandbox appeared, changed state (became not ready)
+	// or vanished. ContainerID is the sandbox ID.
+	SandboxChanged EventType = "SandboxChanged"
+)
+
+// Event is one change of a pod seen by a relist.
+type Event struct {
+	UID         types.UID
+	Type        EventType
+	ContainerID string // container or sandbox ID
+}
+
+// Lister lists the runtime's pods cheaply (states, no exit codes).
+type Lister interface {
+	ListPods(ctx context.Context) ([]*runtime.PodStatus, error)
+}
+
+// PLEG relists pods every period and emits an Event per change.
+type PLEG struct {
+	lister Lister
+	period time.Duration
+	clk    clock.Clock
+	events chan Event
+
+	// Used by the relisting goroutine only.
+	prev      map[types.UID]*record
+	lastStart time.Time
+
+	mu          sync.Mutex
+	pods        []*runtime.PodStatus
+	lastSuccess time.Time // start of the last successful relist
+	running     bool
+
+	// afterRelist, when set, is called after every relist once the next
+	// one is scheduled. For tests.
+	afterRelist func()
+}
+
+// record is what one relist saw of one pod.
+type record struct {
+	sandboxes  map[string]runtime.SandboxState
+	containers map[string]runtime.ContainerState
+}
+
+// New returns a PLEG that lists pods with l every period (DefaultPeriod
+// when period <= 0). Nothing runs until Run.
+func New(l Lister, period time.Duration, clk clock.Clock) *PLEG {
+	if period <= 0 {
+		period = DefaultPeriod
+	}
+	return &PLEG{
+		lister: l,
+		period: period,
+		clk:    clk,
+		events: make(chan Event, eventBuffer),
+		prev:   map[types.UID]*record{},
+	}
+}
+
+// Events returns the channel of pod lifecycle events. It is never closed.
+// The first relist reports everything it finds as new, so pods that
+// survived a restart of heartlet are synced (adopted) through the same
+// path as any other change.
+func (p *PLEG) Events() <-chan Event {
+	return p.events
+}
+
+// Run relists at once and then every period after the previous relist
+// ended, until ctx is done; it then returns nil. Run may be called once.
+func (p *PLEG) Run(ctx context.Context) error {
+	p.mu.Lock()
+	if p.running {
+		p.mu.Unlock()
+		return errors.New("pleg: Run called more than once")
+	}
+	p.running = true
+	p.mu.Unlock()
+
+	logger := klog.FromContext(ctx)
+	logger.V(2).Info("Starting PLEG", "period", p.period)
+	for {
+		p.relist(ctx)
+		t := p.clk.NewTimer(p.period)
+		if p.afterRelist != nil {
+			p.afterRelist()
+		}
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			logger.V(2).Info("PLEG stopped")
+			return nil
+		case <-t.C():
+		}
+	}
+}
+
+// Healthy returns an error when no relist succeeded within RelistThreshold
+// (or none ever did), naming how long ago the last one started.
+func (p *PLEG) Healthy() error {
+	p.mu.Lock()
+	last := p.lastSuccess
+	p.mu.Unlock()
+	if last.IsZero() {
+		return errors.New("pleg: no successful relist yet")
+	}
+	if since := p.clk.Since(last); since > RelistThreshold {
+		return fmt.Errorf("pleg: last successful relist was %v ago, threshold is %v", since.Round(time.Millisecond), RelistThreshold)
+	}
+	return nil
+}
+
+// Pods returns a copy of what the last successful relist found.
+func (p *PLEG) Pods() []*runtime.PodStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*runtime.PodStatus, len(p.pods))
+	for i, s := range p.pods {
+		out[i] = clonePodStatus(s)
+	}
+	return out
+}
+
+// relist lists the pods once, updates the metrics and emits the events.
+func (p *PLEG) relist(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	start := p.clk.Now()
+	if !p.lastStart.IsZero() {
+		metrics.PLEGRelistInterval.Observe(start.Sub(p.lastStart).Seconds())
+	}
+	p.lastStart = start
+	defer func() {
+		metrics.PLEGRelistDuration.Observe(p.clk.Since(start).Seconds())
+	}()
+
+	pods, err := p.lister.ListPods(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			logger.Error(err, "PLEG relist failed")
+		}
+		return
+	}
+	pods = slices.DeleteFunc(slices.Clone(pods), func(s *runtime.PodStatus) bool { return s == nil })
+
+	updateMetrics(pods)
+
+	next := make(map[types.UID]*record, len(pods))
+	for _, s := range pods {
+		r := next[s.UID]
+		if r == nil {
+			r = &record{sandboxes: map[string]runtime.SandboxState{}, containers: map[string]runtime.ContainerState{}}
+			next[s.UID] = r
+		}
+		for _, sb := range s.Sandboxes {
+			r.sandboxes[sb.ID] = sb.State
+		}
+		for _, c := range s.Containers {
+			r.containers[c.ID] = c.State
+		}
+	}
+	events := diff(p.prev, next)
+	p.prev = next
+
+	p.mu.Lock()
+	p.pods = pods
+	p.lastSuccess = start
+	p.mu.Unlock()
+
+	dropped := 0
+	for _, e := range events {
+		select {
+		case p.events <- e:
+		default:
+			dropped++
+		}
+	}
+	if dropped > 0 {
+		logger.Info("PLEG event channel full, events dropped", "dropped", dropped, "capacity", eventBuffer)
+	}
+}
+
+// updateMetrics sets the running pods and containers gauges from one relist.
+func updateMetrics(pods []*runtime.PodStatus) {
+	counts := map[runtime.ContainerState]int{
+		runtime.ContainerCreated: 0,
+		runtime.ContainerRunning: 0,
+		runtime.ContainerExited:  0,
+		runtime.ContainerUnknown: 0,
+	}
+	running := 0
+	for _, s := range pods {
+		if slices.ContainsFunc(s.Sandboxes, func(sb *runtime.SandboxStatus) bool { return sb.State == runtime.SandboxReady }) {
+			running++
+		}
+		for _, c := range s.Containers {
+			counts[c.State]++
+		}
+	}
+	metrics.RunningPods.Set(float64(running))
+	metrics.RunningContainers.Reset()
+	for state, n := range counts {
+		metrics.RunningContainers.WithLabelValues(string(state)).Set(float64(n))
+	}
+}
+
+// diff returns the events that lead from prev to next, by pod UID, then
+// sandboxes before containers, each by ID.
+func diff(prev, next map[types.UID]*record) []Event {
+	uids := slices.Sorted(maps.Keys(union(prev, next)))
+	var events []Event
+	for _, uid := range uids {
+		if uid == "" {
+			// Not labelled with a pod UID: not a pod of ours.
+			continue
+		}
+		var oldSB, newSB map[string]runtime.SandboxState
+		var oldC, newC map[string]runtime.ContainerState
+		if r := prev[uid]; r != nil {
+			oldSB, oldC = r.sandboxes, r.containers
+		}
+		if r := next[uid]; r != nil {
+			newSB, newC = r.sandboxes, r.containers
+		}
+		for _, id := range slices.Sorted(maps.Keys(union(oldSB, newSB))) {
+			o, oldOK := oldSB[id]
+			n, newOK := newSB[id]
+			if oldOK != newOK || o != n {
+				events = append(events, Event{UID: uid, Type: SandboxChanged, ContainerID: id})
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(union(oldC, newC))) {
+			o, oldOK := oldC[id]
+			n, newOK := newC[id]
+			for _, t := range containerEvents(o, oldOK, n, newOK) {
+				events = append(events, Event{UID: uid, Type: t, ContainerID: id})
+			}
+		}
+	}
+	return events
+}
+
+// containerEvents returns the events for one container that was in state
+// o (when oldOK) and is in state n (when newOK).
+func containerEvents(o runtime.ContainerState, oldOK bool, n runtime.ContainerState, newOK bool) []EventType {
+	if oldOK == newOK && o == n {
+		return nil
+	}
+	if !newOK {
+		if o == runtime.ContainerRunning || o == runtime.ContainerUnknown {
+			// It may have been running: report its end before its removal.
+			return []EventType{ContainerDied, ContainerRemoved}
+		}
+		return []EventType{ContainerRemoved}
+	}
+	switch n {
+	case runtime.ContainerRunning:
+		return []EventType{ContainerStarted}
+	case runtime.ContainerExited:
+		return []EventType{ContainerDied}
+	default:
+		return []EventType{ContainerChanged}
+	}
+}
+
+func union[K comparable, V any](a, b map[K]V) map[K]struct{} {
+	out := make(map[K]struct{}, len(a)+len(b))
+	for k := range a {
+		out[k] = struct{}{}
+	}
+	for k := range b {
+		out[k] = struct{}{}
+	}
+	return out
+}
+
+func clonePodStatus(s *runtime.PodStatus) *runtime.PodStatus {
+	out := *s
+	out.Sandboxes = make([]*runtime.SandboxStatus, len(s.Sandboxes))
+	for i, sb := range s.Sandboxes {
+		c := *sb
+		c.IPs = slices.Clone(sb.IPs)
+		c.Labels = maps.Clone(sb.Labels)
+		c.Annotations = maps.Clone(sb.Annotations)
+		out.Sandboxes[i] = &c
+	}
+	out.Containers = make([]*runtime.ContainerStatus, len(s.Containers))
+	for i, cs := range s.Containers {
+		c := *cs
+		c.Labels = maps.Clone(cs.Labels)
+		c.Annotations = maps.Clone(cs.Annotations)
+		out.Containers[i] = &c
+	}
+	return &out
+}

@@ -1,0 +1,310 @@
+// Package podconfig merges the pods wanted by every pod source (static pod
+// files today; the API server and an HTTP URL later) into one desired set and
+// turns each source's successive snapshots into an ordered stream of typed
+// changes (add, update, remove) keyed by pod UID.
+//
+// A source always delivers its full current set with Set; Config computes the
+// difference to what that source delivered before. Updates are queued in an
+// unbounded in-memory queue and handed to the Updates channel by a single
+// short-lived goroutine, so Set never blocks on a slow consumer and the
+// consumer sees changes in exactly the order Set produced them. The consumer
+// must keep draining Updates; undelivered changes stay queued.
+package podconfig
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Pod annotations that record where a pod came from, shared by every source.
+const (
+	// AnnotationConfigHash holds the hash a file or HTTP source derived the
+	// pod's UID from.
+	AnnotationConfigHash = "kubernetes.io/config.hash"
+	// AnnotationConfigSource names the source that delivered the pod
+	// (SourceFile, SourceHTTP or SourceAPIServer).
+	AnnotationConfigSource = "kubernetes.io/config.source"
+	// AnnotationConfigSeen is the RFC 3339 (nanoseconds) time the pod was
+	// first seen. It is not part of the pod's identity: a change of this
+	// annotation alone is not an update.
+	AnnotationConfigSeen = "kubernetes.io/config.seen"
+	// AnnotationConfigMirror marks a mirror pod (the API copy of a static pod).
+	AnnotationConfigMirror = "kubernetes.io/config.mirror"
+)
+
+// Source names, also the values of AnnotationConfigSource.
+const (
+	SourceFile      = "file"
+	SourceHTTP      = "http"
+	SourceAPIServer = "api"
+)
+
+// Op is the kind of change an Update describes.
+type Op int
+
+const (
+	// OpAdd reports a pod UID that was not desired before.
+	OpAdd Op = iota + 1
+	// OpUpdate reports a desired pod whose spec, labels or annotations
+	// (other than AnnotationConfigSeen), deletion timestamp or deletion
+	// grace period changed, with the same UID.
+	OpUpdate
+	// OpRemove reports a pod UID that is no longer desired; Pod is the last
+	// version that was desired.
+	OpRemove
+)
+
+// String returns the operation's name.
+func (o Op) String() string {
+	switch o {
+	case OpAdd:
+		return "add"
+	case OpUpdate:
+		return "update"
+	case OpRemove:
+		return "remove"
+	default:
+		return "unknown"
+	}
+}
+
+// Update is one change to the desired pod set. Pod is a private copy the
+// receiver may keep and modify.
+type Update struct {
+	Op  Op
+	Pod *v1.Pod
+}
+
+// Config is the merged desired pod set of all sources. It is safe for
+// concurrent use.
+type Config struct {
+	clock clock.PassiveClock
+
+	mu sync.Mutex
+	// pods holds each source's current pods by UID.
+	pods map[string]map[types.UID]*v1.Pod
+	// owner records which source a UID belongs to.
+	owner map[types.UID]string
+	// seen records the sources that have called Set at least once.
+	seen map[string]bool
+	// queue holds changes not yet handed to out; pumping is true while the
+	// delivery goroutine runs.
+	queue   []Update
+	pumping bool
+	out     chan Update
+	// queued counts every update ever queued (for tests).
+	queued int
+}
+
+// New returns an empty Config. It starts no goroutine: delivery runs only
+// while changes are queued.
+func New() *Config {
+	return &Config{
+		clock: clock.RealClock{},
+		pods:  map[string]map[types.UID]*v1.Pod{},
+		owner: map[types.UID]string{},
+		seen:  map[string]bool{},
+		out:   make(chan Update),
+	}
+}
+
+// Updates returns the channel on which every change is delivered, in order.
+// There is one channel per Config; it is never closed.
+func (c *Config) Updates() <-chan Update {
+	return c.out
+}
+
+// Set replaces the full set of pods wanted by source and queues the changes
+// against what source delivered before: OpRemove for UIDs that disappeared
+// (first, so a replaced pod is released before its successor arrives), then
+// OpAdd and OpUpdate in the order of pods. Pods are copied; the caller keeps
+// ownership of its slice. A pod without a UID is ignored, as is a UID
+// already owned by another source (UIDs are expected to be unique across
+// sources). Set never blocks on the consumer of Updates.
+func (c *Config) Set(source string, pods []*v1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	c.seen[source] = true
+	old := c.pods[source]
+	next := make(map[types.UID]*v1.Pod, len(pods))
+	var adds []Update
+	now := c.clock.Now()
+
+	for _, p := range pods {
+		if p == nil {
+			continue
+		}
+		uid := p.UID
+		if uid == "" {
+			klog.InfoS("Ignoring pod without UID", "source", source, "pod", klog.KObj(p))
+			continue
+		}
+		if _, dup := next[uid]; dup {
+			klog.InfoS("Ignoring pod with duplicate UID", "source", source, "pod", klog.KObj(p), "podUID", uid)
+			continue
+		}
+		if o, ok := c.owner[uid]; ok && o != source {
+			klog.InfoS("Ignoring pod whose UID belongs to another source", "source", source, "owner", o, "pod", klog.KObj(p), "podUID", uid)
+			continue
+		}
+		prev, existed := old[uid]
+		if existed && !changed(prev, p) {
+			next[uid] = prev
+			continue
+		}
+		cp := p.DeepCopy()
+		if cp.Annotations == nil {
+			cp.Annotations = map[string]string{}
+		}
+		if cp.Annotations[AnnotationConfigSource] == "" {
+			cp.Annotations[AnnotationConfigSource] = source
+		}
+		switch {
+		case existed && prev.Annotations[AnnotationConfigSeen] != "":
+			// The first-seen time survives updates.
+			cp.Annotations[AnnotationConfigSeen] = prev.Annotations[AnnotationConfigSeen]
+		case cp.Annotations[AnnotationConfigSeen] == "":
+			cp.Annotations[AnnotationConfigSeen] = now.Format(time.RFC3339Nano)
+		}
+		next[uid] = cp
+		if existed {
+			adds = append(adds, Update{Op: OpUpdate, Pod: cp})
+		} else {
+			adds = append(adds, Update{Op: OpAdd, Pod: cp})
+		}
+	}
+
+	var removes []*v1.Pod
+	for uid, p := range old {
+		if _, ok := next[uid]; !ok {
+			removes = append(removes, p)
+			delete(c.owner, uid)
+		}
+	}
+	sortPods(removes)
+	for _, p := range removes {
+		c.enqueue(Update{Op: OpRemove, Pod: p.DeepCopy()})
+	}
+	for _, u := range adds {
+		c.owner[u.Pod.UID] = source
+		c.enqueue(Update{Op: u.Op, Pod: u.Pod.DeepCopy()})
+	}
+	c.pods[source] = next
+}
+
+// SeenAllSources reports whether every expected source has delivered its
+// set at least once.
+func (c *Config) SeenAllSources(expected ...string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range expected {
+		if !c.seen[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// Pods returns copies of all desired pods of all sources, sorted by
+// namespace and name.
+func (c *Config) Pods() []*v1.Pod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*v1.Pod
+	for _, set := range c.pods {
+		for _, p := range set {
+			out = append(out, p.DeepCopy())
+		}
+	}
+	sortPods(out)
+	return out
+}
+
+// enqueue appends u to the queue and starts delivery if it is idle. Callers
+// hold c.mu.
+func (c *Config) enqueue(u Update) {
+	c.queue = append(c.queue, u)
+	c.queued++
+	if !c.pumping {
+		c.pumping = true
+		go c.pump()
+	}
+}
+
+// pump hands queued updates to the channel one at a time, in order, and
+// exits when the queue is empty.
+func (c *Config) pump() {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.pumping = false
+			c.queue = nil
+			c.mu.Unlock()
+			return
+		}
+		u := c.queue[0]
+		c.queue[0] = Update{}
+		c.queue = c.queue[1:]
+		c.mu.Unlock()
+		c.out <- u
+	}
+}
+
+// changed reports whether next differs from prev in anything a pod worker
+// acts on: spec, labels, annotations other than AnnotationConfigSeen and
+// AnnotationConfigSource, and deletion metadata.
+func changed(prev, next *v1.Pod) bool {
+	if !equality.Semantic.DeepEqual(prev.Spec, next.Spec) {
+		return true
+	}
+	if !equality.Semantic.DeepEqual(prev.Labels, next.Labels) {
+		return true
+	}
+	if !equality.Semantic.DeepEqual(identityAnnotations(prev), identityAnnotations(next)) {
+		return true
+	}
+	if !equality.Semantic.DeepEqual(prev.DeletionTimestamp, next.DeletionTimestamp) {
+		return true
+	}
+	return !equality.Semantic.DeepEqual(prev.DeletionGracePeriodSeconds, next.DeletionGracePeriodSeconds)
+}
+
+// identityAnnotations returns the pod's annotations without the ones Config
+// fills in itself.
+func identityAnnotations(p *v1.Pod) map[string]string {
+	out := make(map[string]string, len(p.Annotations))
+	for k, v := range p.Annotations {
+		if k == AnnotationConfigSeen || k == AnnotationConfigSource {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func sortPods(pods []*v1.Pod) {
+	sort.Slice(pods, func(i, j int) bool {
+		if pods[i].Namespace != pods[j].Namespace {
+			return pods[i].Namespace < pods[j].Namespace
+		}
+		if pods[i].Name != pods[j].Name {
+			return pods[i].Name < pods[j].Name
+		}
+		return pods[i].UID < pods[j].UID
+	})
+}
+
+// IsStatic reports whether pod came from a source other than the API server
+// (a static pod).
+func IsStatic(pod *v1.Pod) bool {
+	s := pod.Annotations[AnnotationConfigSource]
+	return s != "" && s != SourceAPIServer
+}

@@ -1,0 +1,313 @@
+package podconfig
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func pod(uid, name, image string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: name, Namespace: "default"},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: image}}},
+	}
+}
+
+func withLabel(p *v1.Pod, k, v string) *v1.Pod {
+	p = p.DeepCopy()
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	p.Labels[k] = v
+	return p
+}
+
+func withAnnotation(p *v1.Pod, k, v string) *v1.Pod {
+	p = p.DeepCopy()
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[k] = v
+	return p
+}
+
+// received counts the updates each Config handed to a test.
+var (
+	receivedMu sync.Mutex
+	received   = map[*Config]int{}
+)
+
+// recv reads exactly n updates or fails at the deadline.
+func recv(t *testing.T, c *Config, n int) []Update {
+	t.Helper()
+	var out []Update
+	defer func() {
+		receivedMu.Lock()
+		received[c] += len(out)
+		receivedMu.Unlock()
+	}()
+	deadline := time.After(5 * time.Second)
+	for len(out) < n {
+		select {
+		case u := <-c.Updates():
+			out = append(out, u)
+		case <-deadline:
+			t.Fatalf("got %d updates %v, want %d", len(out), describe(out), n)
+		}
+	}
+	return out
+}
+
+// expectNone fails if c queued more updates than the test received.
+func expectNone(t *testing.T, c *Config) {
+	t.Helper()
+	c.mu.Lock()
+	queued := c.queued
+	c.mu.Unlock()
+	receivedMu.Lock()
+	got := received[c]
+	receivedMu.Unlock()
+	if queued != got {
+		t.Fatalf("%d updates queued, %d received", queued, got)
+	}
+}
+
+func describe(us []Update) []string {
+	var s []string
+	for _, u := range us {
+		s = append(s, fmt.Sprintf("%s %s/%s", u.Op, u.Pod.Name, u.Pod.UID))
+	}
+	return s
+}
+
+func TestSetDiff(t *testing.T) {
+	a := pod("a", "pa", "img:1")
+	b := pod("b", "pb", "img:1")
+	c := pod("c", "pc", "img:1")
+	a2 := pod("a", "pa", "img:2")
+
+	tests := []struct {
+		name  string
+		first []*v1.Pod // delivered and drained first, if any
+		next  []*v1.Pod
+		want  []string // updates produced by next
+	}{
+		{name: "first set adds all", next: []*v1.Pod{a, b}, want: []string{"add pa/a", "add pb/b"}},
+		{name: "identical set produces nothing", first: []*v1.Pod{a, b}, next: []*v1.Pod{a, b}},
+		{name: "new uid is added", first: []*v1.Pod{a}, next: []*v1.Pod{a, c}, want: []string{"add pc/c"}},
+		{name: "missing uid is removed", first: []*v1.Pod{a, b}, next: []*v1.Pod{b}, want: []string{"remove pa/a"}},
+		{name: "spec change is update", first: []*v1.Pod{a}, next: []*v1.Pod{a2}, want: []string{"update pa/a"}},
+		{name: "label change is update", first: []*v1.Pod{a}, next: []*v1.Pod{withLabel(a, "x", "y")}, want: []string{"update pa/a"}},
+		{name: "annotation change is update", first: []*v1.Pod{a}, next: []*v1.Pod{withAnnotation(a, "x", "y")}, want: []string{"update pa/a"}},
+		{name: "seen change is not update", first: []*v1.Pod{withAnnotation(a, AnnotationConfigSeen, "t1")}, next: []*v1.Pod{withAnnotation(a, AnnotationConfigSeen, "t2")}},
+		{name: "removes come before adds", first: []*v1.Pod{a}, next: []*v1.Pod{b}, want: []string{"remove pa/a", "add pb/b"}},
+		{name: "empty set removes all", first: []*v1.Pod{a, b}, next: []*v1.Pod{}, want: []string{"remove pa/a", "remove pb/b"}},
+		{name: "nil pod and pod without uid ignored", next: []*v1.Pod{nil, pod("", "x", "i"), a}, want: []string{"add pa/a"}},
+		{name: "duplicate uid in one set ignored", next: []*v1.Pod{a, a2}, want: []string{"add pa/a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := New()
+			if tt.first != nil {
+				cfg.Set(SourceFile, tt.first)
+				recv(t, cfg, len(tt.first))
+			}
+			cfg.Set(SourceFile, tt.next)
+			got := describe(recv(t, cfg, len(tt.want)))
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("updates = %v, want %v", got, tt.want)
+			}
+			expectNone(t, cfg)
+		})
+	}
+}
+
+func TestRemoveCarriesLastVersion(t *testing.T) {
+	cfg := New()
+	a := pod("a", "pa", "img:1")
+	cfg.Set(SourceFile, []*v1.Pod{a})
+	cfg.Set(SourceFile, []*v1.Pod{withLabel(a, "v", "2")})
+	cfg.Set(SourceFile, nil)
+	us := recv(t, cfg, 3)
+	if us[2].Op != OpRemove || us[2].Pod.Labels["v"] != "2" {
+		t.Fatalf("remove update = %v labels %v, want the last version", us[2].Op, us[2].Pod.Labels)
+	}
+}
+
+func TestAnnotationsFilled(t *testing.T) {
+	cfg := New()
+	fc := clocktesting.NewFakePassiveClock(time.Date(2024, 1, 2, 3, 4, 5, 6, time.UTC))
+	cfg.clock = fc
+	cfg.Set(SourceHTTP, []*v1.Pod{pod("a", "pa", "i")})
+	u := recv(t, cfg, 1)[0]
+	if got := u.Pod.Annotations[AnnotationConfigSource]; got != SourceHTTP {
+		t.Errorf("source annotation = %q, want %q", got, SourceHTTP)
+	}
+	seen := u.Pod.Annotations[AnnotationConfigSeen]
+	if seen != "2024-01-02T03:04:05.000000006Z" {
+		t.Errorf("seen annotation = %q", seen)
+	}
+	// An update keeps the first-seen time.
+	fc.SetTime(fc.Now().Add(time.Hour))
+	cfg.Set(SourceHTTP, []*v1.Pod{withLabel(pod("a", "pa", "i"), "x", "y")})
+	u = recv(t, cfg, 1)[0]
+	if u.Op != OpUpdate || u.Pod.Annotations[AnnotationConfigSeen] != seen {
+		t.Errorf("update %v seen = %q, want %q", u.Op, u.Pod.Annotations[AnnotationConfigSeen], seen)
+	}
+	// A source's own annotation is kept.
+	cfg.Set(SourceFile, []*v1.Pod{withAnnotation(pod("b", "pb", "i"), AnnotationConfigSeen, "given")})
+	u = recv(t, cfg, 1)[0]
+	if u.Pod.Annotations[AnnotationConfigSeen] != "given" {
+		t.Errorf("seen = %q, want the source's value", u.Pod.Annotations[AnnotationConfigSeen])
+	}
+	if !IsStatic(u.Pod) {
+		t.Error("file pod not reported static")
+	}
+}
+
+func TestSourcesAreIndependent(t *testing.T) {
+	cfg := New()
+	cfg.Set(SourceFile, []*v1.Pod{pod("a", "pa", "i")})
+	cfg.Set(SourceHTTP, []*v1.Pod{pod("b", "pb", "i")})
+	recv(t, cfg, 2)
+	// Emptying one source leaves the other's pods alone.
+	cfg.Set(SourceHTTP, nil)
+	got := describe(recv(t, cfg, 1))
+	if fmt.Sprint(got) != "[remove pb/b]" {
+		t.Fatalf("updates = %v", got)
+	}
+	pods := cfg.Pods()
+	if len(pods) != 1 || pods[0].UID != "a" {
+		t.Fatalf("Pods() = %v, want only a", pods)
+	}
+	// A UID owned by another source is ignored.
+	cfg.Set(SourceHTTP, []*v1.Pod{pod("a", "other", "i")})
+	expectNone(t, cfg)
+	if n := len(cfg.Pods()); n != 1 {
+		t.Fatalf("Pods() has %d pods, want 1", n)
+	}
+}
+
+func TestSeenAllSources(t *testing.T) {
+	cfg := New()
+	if !cfg.SeenAllSources() {
+		t.Error("no expected sources should be seen")
+	}
+	if cfg.SeenAllSources(SourceFile) {
+		t.Error("file seen before Set")
+	}
+	cfg.Set(SourceFile, nil)
+	if !cfg.SeenAllSources(SourceFile) {
+		t.Error("file not seen after empty Set")
+	}
+	if cfg.SeenAllSources(SourceFile, SourceAPIServer) {
+		t.Error("api seen before Set")
+	}
+}
+
+func TestPodsAreCopies(t *testing.T) {
+	cfg := New()
+	in := pod("a", "pa", "i")
+	cfg.Set(SourceFile, []*v1.Pod{in})
+	u := recv(t, cfg, 1)[0]
+	in.Spec.Containers[0].Image = "changed-by-source"
+	u.Pod.Spec.Containers[0].Image = "changed-by-consumer"
+	got := cfg.Pods()
+	if got[0].Spec.Containers[0].Image != "i" {
+		t.Fatalf("stored pod changed to %q", got[0].Spec.Containers[0].Image)
+	}
+	got[0].Spec.Containers[0].Image = "changed-by-reader"
+	if cfg.Pods()[0].Spec.Containers[0].Image != "i" {
+		t.Fatal("Pods() returned the stored object")
+	}
+}
+
+// TestSetNeverBlocks queues many changes without a reader, then checks they
+// all arrive in order.
+func TestSetNeverBlocks(t *testing.T) {
+	cfg := New()
+	const n = 500
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < n; i++ {
+			cfg.Set(SourceFile, []*v1.Pod{pod(fmt.Sprint(i), fmt.Sprint("p", i), "i")})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Set blocked without a reader")
+	}
+	us := recv(t, cfg, 2*n-1)
+	// Add 0, then (remove i-1, add i) pairs.
+	if us[0].Op != OpAdd || us[0].Pod.UID != "0" {
+		t.Fatalf("first update = %v", describe(us[:1]))
+	}
+	for i := 1; i < n; i++ {
+		r, a := us[2*i-1], us[2*i]
+		if r.Op != OpRemove || r.Pod.UID != types.UID(fmt.Sprint(i-1)) || a.Op != OpAdd || a.Pod.UID != types.UID(fmt.Sprint(i)) {
+			t.Fatalf("updates %d,%d = %v", 2*i-1, 2*i, describe([]Update{r, a}))
+		}
+	}
+	expectNone(t, cfg)
+}
+
+func TestConcurrentSources(t *testing.T) {
+	cfg := New()
+	// Each source: 1 add, then per change a remove and an add.
+	const want = 3 * (1 + 2*49)
+	got := make(chan []Update)
+	go func() {
+		var us []Update
+		deadline := time.After(10 * time.Second)
+		for len(us) < want {
+			select {
+			case u := <-cfg.Updates():
+				us = append(us, u)
+			case <-deadline:
+				got <- us
+				return
+			}
+		}
+		got <- us
+	}()
+	var wg sync.WaitGroup
+	for _, src := range []string{SourceFile, SourceHTTP, SourceAPIServer} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				cfg.Set(src, []*v1.Pod{pod(src+fmt.Sprint(i%3), "p", "i")})
+				_ = cfg.Pods()
+				_ = cfg.SeenAllSources(src)
+			}
+		}()
+	}
+	wg.Wait()
+	us := <-got
+	if len(us) != want {
+		t.Fatalf("got %d updates, want %d", len(us), want)
+	}
+	receivedMu.Lock()
+	received[cfg] = len(us)
+	receivedMu.Unlock()
+	expectNone(t, cfg)
+	if n := len(cfg.Pods()); n != 3 {
+		t.Fatalf("Pods() = %d, want 3", n)
+	}
+}
+
+func TestOpString(t *testing.T) {
+	for op, want := range map[Op]string{OpAdd: "add", OpUpdate: "update", OpRemove: "remove", Op(0): "unknown"} {
+		if op.String() != want {
+			t.Errorf("%d.String() = %q, want %q", int(op), op.String(), want)
+		}
+	}
+}

@@ -1,0 +1,462 @@
+package podsync
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/heartlet/heartlet/internal/qos"
+	"github.com/heartlet/heartlet/internal/runtime"
+)
+
+// maxDNSSearches is the number of search domains the resolver honours;
+// longer lists are cut, as upstream does.
+const maxDNSSearches = 32
+
+// podLogDir is the directory of a pod's container logs:
+// <podLogsDir>/<namespace>_<name>_<uid>.
+func podLogDir(root string, pod *v1.Pod) string {
+	return filepath.Join(root, fmt.Sprintf("%s_%s_%s", pod.Namespace, pod.Name, pod.UID))
+}
+
+// containerLogPath is the log file of one attempt, relative to the pod's
+// log directory: <container>/<restartCount>.log.
+func containerLogPath(name string, restartCount int) string {
+	return filepath.Join(name, fmt.Sprintf("%d.log", restartCount))
+}
+
+// sandboxConfig builds the CRI sandbox configuration of pod.
+func (s *Syncer) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
+	dns, err := s.dnsConfig(pod)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{
+			Name:      pod.Name,
+			Namespace: pod.Namespace,
+			Uid:       string(pod.UID),
+			Attempt:   attempt,
+		},
+		Hostname:     podHostname(pod),
+		LogDirectory: podLogDir(s.opts.PodLogsDir, pod),
+		DnsConfig:    dns,
+		Labels:       runtime.SandboxLabels(pod),
+		Annotations:  runtime.SandboxAnnotations(pod),
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			CgroupParent: s.cgroupParent(pod),
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: namespaceOptions(pod),
+			},
+			Sysctls: podSysctls(pod),
+		},
+	}
+	if pod.Spec.HostNetwork {
+		cfg.Hostname = ""
+	}
+	for _, c := range allContainers(pod) {
+		for _, p := range c.Ports {
+			if p.HostPort <= 0 {
+				continue
+			}
+			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{
+				Protocol:      protocol(p.Protocol),
+				ContainerPort: p.ContainerPort,
+				HostPort:      p.HostPort,
+				HostIp:        p.HostIP,
+			})
+		}
+	}
+	if sc := pod.Spec.SecurityContext; sc != nil {
+		lsc := cfg.Linux.SecurityContext
+		if sc.RunAsUser != nil {
+			lsc.RunAsUser = &runtimeapi.Int64Value{Value: *sc.RunAsUser}
+		}
+		if sc.RunAsGroup != nil {
+			lsc.RunAsGroup = &runtimeapi.Int64Value{Value: *sc.RunAsGroup}
+		}
+		lsc.SupplementalGroups = append(lsc.SupplementalGroups, sc.SupplementalGroups...)
+	}
+	return cfg, nil
+}
+
+func (s *Syncer) cgroupParent(pod *v1.Pod) string {
+	if s.cgroups == nil {
+		return ""
+	}
+	return s.cgroups.PodCgroupParent(pod)
+}
+
+// podHostname is the pod's hostname: spec.hostname, else the pod name cut
+// to a DNS label.
+func podHostname(pod *v1.Pod) string {
+	h := pod.Spec.Hostname
+	if h == "" {
+		h = pod.Name
+	}
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-.")
+	}
+	return h
+}
+
+func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
+	ns := &runtimeapi.NamespaceOption{
+		Network: runtimeapi.NamespaceMode_POD,
+		Pid:     runtimeapi.NamespaceMode_CONTAINER,
+		Ipc:     runtimeapi.NamespaceMode_POD,
+	}
+	if pod.Spec.HostNetwork {
+		ns.Network = runtimeapi.NamespaceMode_NODE
+	}
+	if pod.Spec.HostPID {
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	} else if pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	if pod.Spec.HostIPC {
+		ns.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	return ns
+}
+
+func podSysctls(pod *v1.Pod) map[string]string {
+	if pod.Spec.SecurityContext == nil || len(pod.Spec.SecurityContext.Sysctls) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(pod.Spec.SecurityContext.Sysctls))
+	for _, s := range pod.Spec.SecurityContext.Sysctls {
+		m[s.Name] = s.Value
+	}
+	return m
+}
+
+func protocol(p v1.Protocol) runtimeapi.Protocol {
+	switch p {
+	case v1.ProtocolUDP:
+		return runtimeapi.Protocol_UDP
+	case v1.ProtocolSCTP:
+		return runtimeapi.Protocol_SCTP
+	default:
+		return runtimeapi.Protocol_TCP
+	}
+}
+
+func allContainers(pod *v1.Pod) []v1.Container {
+	return append(append([]v1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
+}
+
+// dnsConfig resolves the pod's DNS policy into the resolver configuration
+// the runtime writes into the sandbox, as upstream does: ClusterFirst uses
+// clusterDNS and the cluster search path (and falls back to the node's
+// resolver when no clusterDNS is configured, or for host-network pods),
+// Default uses the node's resolv.conf, None only spec.dnsConfig.
+func (s *Syncer) dnsConfig(pod *v1.Pod) (*runtimeapi.DNSConfig, error) {
+	policy := pod.Spec.DNSPolicy
+	if policy == "" {
+		policy = v1.DNSClusterFirst
+	}
+	if policy == v1.DNSClusterFirst && pod.Spec.HostNetwork {
+		policy = v1.DNSDefault
+	}
+	if policy == v1.DNSClusterFirstWithHostNet {
+		policy = v1.DNSClusterFirst
+	}
+	if policy == v1.DNSClusterFirst && len(s.opts.ClusterDNS) == 0 {
+		policy = v1.DNSDefault
+	}
+
+	cfg := &runtimeapi.DNSConfig{}
+	switch policy {
+	case v1.DNSNone:
+	case v1.DNSDefault:
+		host, err := readResolvConf(s.opts.ResolvConf)
+		if err != nil {
+			return nil, err
+		}
+		cfg = host
+	case v1.DNSClusterFirst:
+		host, err := readResolvConf(s.opts.ResolvConf)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Servers = append(cfg.Servers, s.opts.ClusterDNS...)
+		if d := s.opts.ClusterDomain; d != "" {
+			cfg.Searches = []string{pod.Namespace + ".svc." + d, "svc." + d, d}
+		}
+		cfg.Searches = append(cfg.Searches, host.Searches...)
+		cfg.Options = []string{"ndots:5"}
+	}
+	if dc := pod.Spec.DNSConfig; dc != nil {
+		cfg.Servers = appendUnique(cfg.Servers, dc.Nameservers...)
+		cfg.Searches = appendUnique(cfg.Searches, dc.Searches...)
+		for _, o := range dc.Options {
+			opt := o.Name
+			if o.Value != nil {
+				opt += ":" + *o.Value
+			}
+			cfg.Options = mergeOption(cfg.Options, opt)
+		}
+	}
+	if len(cfg.Searches) > maxDNSSearches {
+		cfg.Searches = cfg.Searches[:maxDNSSearches]
+	}
+	return cfg, nil
+}
+
+// readResolvConf reads nameservers, search domains and options from a
+// resolv.conf file. An empty path means no host resolver configuration.
+func readResolvConf(path string) (*runtimeapi.DNSConfig, error) {
+	cfg := &runtimeapi.DNSConfig{}
+	if path == "" {
+		return cfg, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read resolvConf %s: %w", path, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if i := strings.IndexAny(line, "#;"); i >= 0 {
+			line = line[:i]
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		switch fields[0] {
+		case "nameserver":
+			cfg.Servers = append(cfg.Servers, fields[1])
+		case "search", "domain":
+			// The last search or domain line wins, as in the resolver.
+			cfg.Searches = append([]string(nil), fields[1:]...)
+		case "options":
+			for _, o := range fields[1:] {
+				cfg.Options = mergeOption(cfg.Options, o)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read resolvConf %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+func appendUnique(list []string, items ...string) []string {
+	seen := map[string]bool{}
+	for _, s := range list {
+		seen[s] = true
+	}
+	for _, s := range items {
+		if !seen[s] {
+			seen[s] = true
+			list = append(list, s)
+		}
+	}
+	return list
+}
+
+// mergeOption adds a resolver option, replacing one with the same name.
+func mergeOption(opts []string, opt string) []string {
+	name, _, _ := strings.Cut(opt, ":")
+	for i, o := range opts {
+		if n, _, _ := strings.Cut(o, ":"); n == name {
+			opts[i] = opt
+			return opts
+		}
+	}
+	return append(opts, opt)
+}
+
+// containerConfig builds the CRI container configuration of one attempt.
+func (s *Syncer) containerConfig(pod *v1.Pod, c *v1.Container, init bool, restartCount int, image string, podIPs []string) *runtimeapi.ContainerConfig {
+	env := s.containerEnv(pod, c, podIPs)
+	envMap := make(map[string]string, len(env))
+	for _, kv := range env {
+		envMap[kv.Key] = string(kv.Value)
+	}
+	look := mapLookup(envMap)
+	command := make([]string, len(c.Command))
+	for i, v := range c.Command {
+		command[i] = expand(v, look)
+	}
+	args := make([]string, len(c.Args))
+	for i, v := range c.Args {
+		args[i] = expand(v, look)
+	}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image:       &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image},
+		Command:     command,
+		Args:        args,
+		WorkingDir:  c.WorkingDir,
+		Envs:        env,
+		Labels:      runtime.ContainerLabels(pod, c.Name),
+		Annotations: runtime.ContainerAnnotations(pod, c, restartCount, init),
+		LogPath:     containerLogPath(c.Name, restartCount),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       s.containerResources(pod, c),
+			SecurityContext: containerSecurity(pod, c),
+		},
+	}
+	return cfg
+}
+
+// containerEnv resolves the container's environment in order: each value
+// may reference variables defined before it with $(NAME).
+func (s *Syncer) containerEnv(pod *v1.Pod, c *v1.Container, podIPs []string) []*runtimeapi.KeyValue {
+	defined := map[string]string{}
+	var out []*runtimeapi.KeyValue
+	index := map[string]int{}
+	set := func(k, v string) {
+		defined[k] = v
+		if i, ok := index[k]; ok {
+			out[i].Value = []byte(v)
+			return
+		}
+		index[k] = len(out)
+		out = append(out, &runtimeapi.KeyValue{Key: k, Value: []byte(v)})
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil {
+			if v, ok := s.fieldValue(pod, e.ValueFrom, podIPs); ok {
+				set(e.Name, v)
+			}
+			continue
+		}
+		set(e.Name, expand(e.Value, mapLookup(defined)))
+	}
+	return out
+}
+
+// fieldValue resolves the downward API references that need no API server.
+func (s *Syncer) fieldValue(pod *v1.Pod, src *v1.EnvVarSource, podIPs []string) (string, bool) {
+	if src.FieldRef == nil {
+		return "", false
+	}
+	switch path := src.FieldRef.FieldPath; path {
+	case "metadata.name":
+		return pod.Name, true
+	case "metadata.namespace":
+		return pod.Namespace, true
+	case "metadata.uid":
+		return string(pod.UID), true
+	case "spec.nodeName":
+		return pod.Spec.NodeName, true
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, true
+	case "status.hostIP":
+		if len(s.opts.NodeIPs) > 0 {
+			return s.opts.NodeIPs[0], true
+		}
+		return "", true
+	case "status.hostIPs":
+		return strings.Join(s.opts.NodeIPs, ","), true
+	case "status.podIP":
+		if pod.Spec.HostNetwork {
+			podIPs = s.opts.NodeIPs
+		}
+		if len(podIPs) > 0 {
+			return podIPs[0], true
+		}
+		return "", true
+	case "status.podIPs":
+		if pod.Spec.HostNetwork {
+			podIPs = s.opts.NodeIPs
+		}
+		return strings.Join(podIPs, ","), true
+	default:
+		if k, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
+			v, found := pod.Labels[strings.TrimSuffix(k, "']")]
+			return v, found
+		}
+		if k, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
+			v, found := pod.Annotations[strings.TrimSuffix(k, "']")]
+			return v, found
+		}
+		return "", false
+	}
+}
+
+// containerResources maps the container's cpu and memory to CRI Linux
+// resources, with the OOM score adjustment of the pod's QoS class.
+func (s *Syncer) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
+	r := &runtimeapi.LinuxContainerResources{}
+	cpuReq := c.Resources.Requests.Cpu()
+	cpuLim := c.Resources.Limits.Cpu()
+	switch {
+	case !cpuReq.IsZero():
+		r.CpuShares = int64(qos.MilliCPUToShares(cpuReq.MilliValue()))
+	case !cpuLim.IsZero():
+		r.CpuShares = int64(qos.MilliCPUToShares(cpuLim.MilliValue()))
+	default:
+		r.CpuShares = int64(qos.MilliCPUToShares(0))
+	}
+	if !cpuLim.IsZero() {
+		r.CpuPeriod = qos.DefaultCPUPeriod
+		r.CpuQuota = qos.MilliCPUToQuota(cpuLim.MilliValue(), qos.DefaultCPUPeriod)
+	}
+	if mem := c.Resources.Limits.Memory(); !mem.IsZero() {
+		r.MemoryLimitInBytes = mem.Value()
+	}
+	r.OomScoreAdj = oomScoreAdj(pod, c, s.opts.MachineMemory)
+	return r
+}
+
+// oomScoreAdj is the container's OOM score adjustment by QoS class, as
+// upstream: Guaranteed -997, BestEffort 1000, Burstable scaled by the
+// memory request between 2 and 999.
+func oomScoreAdj(pod *v1.Pod, c *v1.Container, machineMemory int64) int64 {
+	switch qos.Class(pod) {
+	case v1.PodQOSGuaranteed:
+		return -997
+	case v1.PodQOSBestEffort:
+		return 1000
+	}
+	if machineMemory <= 0 {
+		return 999
+	}
+	req := c.Resources.Requests.Memory().Value()
+	adj := 1000 - (1000*req)/machineMemory
+	return min(max(adj, 2), 999)
+}
+
+// containerSecurity maps the parts of the security context that standalone
+// pods need today: namespaces, user and group, privileged.
+func containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
+	}
+	if csc := c.SecurityContext; csc != nil {
+		if csc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
+		}
+		if csc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
+		}
+		if csc.Privileged != nil {
+			sc.Privileged = *csc.Privileged
+		}
+		if csc.ReadOnlyRootFilesystem != nil {
+			sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
+		}
+	}
+	return sc
+}

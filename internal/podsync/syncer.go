@@ -1,0 +1,421 @@
+// Package podsync makes the container runtime run what a pod spec asks
+// for. It implements podworker.Syncer: one call brings one pod one step
+// closer to its spec (sandbox, init containers in order, app containers,
+// restarts with crash-loop backoff) and reports the pod's status.
+package podsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/podworker"
+	"github.com/heartlet/heartlet/internal/runtime"
+	"github.com/heartlet/heartlet/internal/status"
+)
+
+// Crash-loop and image-pull backoff bounds, as upstream: 10 s doubling to
+// 5 min, forgotten after twice the maximum of good running.
+const (
+	initialBackoff = 10 * time.Second
+	maxBackoff     = 300 * time.Second
+)
+
+// Runtime is what the syncer needs of the container runtime.
+type Runtime interface {
+	GetPodStatus(ctx context.Context, uid types.UID) (*runtime.PodStatus, error)
+	RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error)
+	StopPodSandbox(ctx context.Context, id string) error
+	RemovePodSandbox(ctx context.Context, id string) error
+	CreateContainer(ctx context.Context, sandboxID string, cfg *runtimeapi.ContainerConfig, sb *runtimeapi.PodSandboxConfig) (string, error)
+	StartContainer(ctx context.Context, id string) error
+	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	RemoveContainer(ctx context.Context, id string) error
+	PullImage(ctx context.Context, image string, auth *runtimeapi.AuthConfig, sb *runtimeapi.PodSandboxConfig) (string, error)
+	ImageRef(ctx context.Context, image string) (string, error)
+}
+
+// Cgroups manages pod-level cgroups. Nil disables them (cgroupsPerQOS off).
+type Cgroups interface {
+	PodCgroupParent(pod *v1.Pod) string
+	EnsurePod(ctx context.Context, pod *v1.Pod) error
+	RemovePod(ctx context.Context, uid types.UID) error
+}
+
+// StatusSink receives the status computed after every sync.
+type StatusSink interface {
+	SetPodStatus(pod *v1.Pod, st v1.PodStatus)
+	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
+}
+
+// Options are the node facts the syncer needs.
+type Options struct {
+	NodeIPs        []string
+	PodLogsDir     string
+	ClusterDNS     []string
+	ClusterDomain  string
+	ResolvConf     string
+	RuntimeHandler string
+	// RuntimeName prefixes container IDs in the status ("containerd://").
+	RuntimeName string
+	// MachineMemory in bytes scales Burstable OOM score adjustments.
+	MachineMemory int64
+	Clock         clock.Clock
+}
+
+// Syncer implements podworker.Syncer against a CRI runtime.
+type Syncer struct {
+	opts    Options
+	rt      Runtime
+	cgroups Cgroups
+	status  StatusSink
+	clock   clock.Clock
+
+	crash *flowcontrol.Backoff
+	pulls *flowcontrol.Backoff
+
+	// pullErrs remembers the last pull failure per pod and image so the
+	// status shows ErrImagePull, then ImagePullBackOff while held.
+	mu       sync.Mutex
+	pullErrs map[string]string
+}
+
+var _ podworker.Syncer = (*Syncer)(nil)
+
+// New returns a Syncer. cg may be nil.
+func New(opts Options, rt Runtime, cg Cgroups, st StatusSink) *Syncer {
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Syncer{
+		opts:     opts,
+		rt:       rt,
+		cgroups:  cg,
+		status:   st,
+		clock:    clk,
+		crash:    flowcontrol.NewFakeBackOff(initialBackoff, maxBackoff, clk),
+		pulls:    flowcontrol.NewFakeBackOff(initialBackoff, maxBackoff, clk),
+		pullErrs: map[string]string{},
+	}
+}
+
+// hold implements backoff for computeActions.
+type crashBackoff struct {
+	b   *flowcontrol.Backoff
+	clk clock.Clock
+}
+
+func (c crashBackoff) hold(key string, finishedAt time.Time) time.Duration {
+	if !c.b.IsInBackOffSince(key, finishedAt) {
+		return 0
+	}
+	return c.b.Get(key) - c.clk.Since(finishedAt)
+}
+
+// SyncPod brings pod one step closer to its spec and reports its status.
+func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Pod) (podworker.SyncResult, error) {
+	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID)
+	ctx = klog.NewContext(ctx, logger)
+
+	rs, err := s.rt.GetPodStatus(ctx, pod.UID)
+	if err != nil {
+		return podworker.SyncResult{}, fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
+	}
+	acts := computeActions(pod, rs, runtime.HashContainer, crashBackoff{s.crash, s.clock})
+	waitingFor := acts.waiting
+
+	if acts.killPod {
+		if err := s.killPod(ctx, pod, rs, gracePeriod(pod)); err != nil {
+			return podworker.SyncResult{}, err
+		}
+	}
+	if acts.terminal {
+		s.reportStatus(ctx, pod, waitingFor, false)
+		return podworker.SyncResult{Terminal: true}, nil
+	}
+
+	if s.cgroups != nil {
+		if err := s.cgroups.EnsurePod(ctx, pod); err != nil {
+			return podworker.SyncResult{}, fmt.Errorf("create pod cgroup: %w", err)
+		}
+	}
+	if err := os.MkdirAll(podLogDir(s.opts.PodLogsDir, pod), 0o755); err != nil {
+		return podworker.SyncResult{}, fmt.Errorf("create pod log directory: %w", err)
+	}
+
+	sbCfg, err := s.sandboxConfig(pod, acts.sandboxAttempt)
+	if err != nil {
+		return podworker.SyncResult{}, err
+	}
+	sandboxID := acts.sandboxID
+	podIPs := rs.IPs()
+	if acts.createSandbox {
+		logger.V(2).Info("Creating pod sandbox", "attempt", acts.sandboxAttempt)
+		sandboxID, err = s.rt.RunPodSandbox(ctx, sbCfg, s.opts.RuntimeHandler)
+		if err != nil {
+			s.reportStatus(ctx, pod, waitingFor, false)
+			return podworker.SyncResult{}, fmt.Errorf("create pod sandbox: %w", err)
+		}
+		fresh, err := s.rt.GetPodStatus(ctx, pod.UID)
+		if err != nil {
+			return podworker.SyncResult{}, fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
+		}
+		podIPs = fresh.IPs()
+		logger.Info("Started pod sandbox", "sandbox", sandboxID, "ips", podIPs)
+	}
+
+	for _, k := range acts.kill {
+		logger.Info("Killing container", "container", k.name, "reason", k.reason)
+		if err := s.rt.StopContainer(ctx, k.id, gracePeriod(pod)); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			return podworker.SyncResult{}, fmt.Errorf("stop container %s: %w", k.name, err)
+		}
+	}
+
+	var errs []error
+	for _, st := range acts.start {
+		if reason, msg, err := s.startContainer(ctx, pod, st, sandboxID, sbCfg, podIPs); err != nil {
+			waitingFor[st.container.Name] = waiting{reason: reason, message: msg}
+			errs = append(errs, err)
+		}
+	}
+
+	for _, id := range acts.removeContainers {
+		if err := s.rt.RemoveContainer(ctx, id); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			logger.Error(err, "Failed to remove dead container", "containerID", id)
+		}
+	}
+	for _, id := range acts.removeSandboxes {
+		if err := s.rt.RemovePodSandbox(ctx, id); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			logger.Error(err, "Failed to remove dead sandbox", "sandbox", id)
+		}
+	}
+
+	s.reportStatus(ctx, pod, waitingFor, false)
+	res := podworker.SyncResult{RequeueAfter: acts.requeueAfter}
+	if err := errors.Join(errs...); err != nil {
+		// Pull backoff wakes the pod when it expires; other errors are
+		// retried by the worker.
+		return res, err
+	}
+	return res, nil
+}
+
+// startContainer pulls the image if the policy asks, then creates and
+// starts one container. On failure it returns the waiting reason and
+// message the status reports.
+func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction, sandboxID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string) (reason, msg string, err error) {
+	logger := klog.FromContext(ctx).WithValues("container", st.container.Name)
+	c := st.container
+	image, reason, err := s.ensureImage(ctx, pod, c, sbCfg)
+	if err != nil {
+		return reason, err.Error(), err
+	}
+	if st.backoffKey != "" {
+		s.crash.Next(st.backoffKey, st.finishedAt)
+	}
+	cfg := s.containerConfig(pod, c, st.init, st.restartCount, image, podIPs)
+	id, err := s.rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
+	if err != nil {
+		return ReasonCreateContainerError, err.Error(), fmt.Errorf("create container %s: %w", c.Name, err)
+	}
+	if err := s.rt.StartContainer(ctx, id); err != nil {
+		return ReasonRunContainerError, err.Error(), fmt.Errorf("start container %s: %w", c.Name, err)
+	}
+	logger.Info("Started container", "containerID", id, "restartCount", st.restartCount)
+	return "", "", nil
+}
+
+// ensureImage applies the container's imagePullPolicy and returns the
+// image to run.
+func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sbCfg *runtimeapi.PodSandboxConfig) (string, string, error) {
+	policy := c.ImagePullPolicy
+	if policy != v1.PullAlways {
+		ref, err := s.rt.ImageRef(ctx, c.Image)
+		if err != nil {
+			return "", ReasonErrImagePull, fmt.Errorf("image status of %s: %w", c.Image, err)
+		}
+		if ref != "" {
+			return ref, "", nil
+		}
+		if policy == v1.PullNever {
+			return "", ReasonErrImageNeverPull, fmt.Errorf("container image %q is not present with pull policy of Never", c.Image)
+		}
+	}
+	key := string(pod.UID) + "_" + c.Image
+	if s.pulls.IsInBackOffSinceUpdate(key, s.clock.Now()) {
+		s.mu.Lock()
+		last := s.pullErrs[key]
+		s.mu.Unlock()
+		return "", ReasonImagePullBackOff, fmt.Errorf("back-off pulling image %q: %s", c.Image, last)
+	}
+	logger := klog.FromContext(ctx)
+	logger.Info("Pulling image", "container", c.Name, "image", c.Image)
+	start := s.clock.Now()
+	ref, err := s.rt.PullImage(ctx, c.Image, nil, sbCfg)
+	if err != nil {
+		s.pulls.Next(key, s.clock.Now())
+		s.mu.Lock()
+		s.pullErrs[key] = err.Error()
+		s.mu.Unlock()
+		return "", ReasonErrImagePull, fmt.Errorf("pull image %q: %w", c.Image, err)
+	}
+	s.pulls.Reset(key)
+	logger.Info("Pulled image", "container", c.Name, "image", c.Image, "duration", s.clock.Since(start))
+	return ref, "", nil
+}
+
+// SyncTerminatingPod stops every container of the pod with gracePeriod
+// seconds to exit after SIGTERM, then its sandboxes.
+func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, gracePeriodSeconds int64) error {
+	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID)
+	ctx = klog.NewContext(ctx, logger)
+	rs, err := s.rt.GetPodStatus(ctx, pod.UID)
+	if err != nil {
+		return fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
+	}
+	grace := time.Duration(gracePeriodSeconds) * time.Second
+	if err := s.killPod(ctx, pod, rs, grace); err != nil {
+		return err
+	}
+	s.reportStatus(ctx, pod, nil, true)
+	return nil
+}
+
+// killPod stops all running containers in parallel, each with grace to
+// exit after SIGTERM, then stops every ready sandbox.
+func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, grace time.Duration) error {
+	logger := klog.FromContext(ctx)
+	var wg sync.WaitGroup
+	errc := make(chan error, len(rs.Containers))
+	for _, c := range rs.Containers {
+		if c.State != runtime.ContainerRunning && c.State != runtime.ContainerCreated && c.State != runtime.ContainerUnknown {
+			continue
+		}
+		wg.Add(1)
+		go func(c *runtime.ContainerStatus) {
+			defer wg.Done()
+			logger.Info("Killing container", "container", c.Name, "gracePeriod", grace)
+			if err := s.rt.StopContainer(ctx, c.ID, grace); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+				errc <- fmt.Errorf("stop container %s: %w", c.Name, err)
+			}
+		}(c)
+	}
+	wg.Wait()
+	close(errc)
+	var errs []error
+	for err := range errc {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, sb := range rs.Sandboxes {
+		if sb.State != runtime.SandboxReady {
+			continue
+		}
+		if err := s.rt.StopPodSandbox(ctx, sb.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
+		}
+	}
+	return nil
+}
+
+// SyncTerminatedPod releases what the pod held on the node once nothing
+// of it runs: its pod cgroup.
+func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod) error {
+	if s.cgroups == nil {
+		return nil
+	}
+	if err := s.cgroups.RemovePod(ctx, pod.UID); err != nil {
+		return fmt.Errorf("remove pod cgroup: %w", err)
+	}
+	return nil
+}
+
+// RemovePod deletes every container and sandbox of a pod that is no
+// longer wanted and has stopped, with its log directory and cgroup. It is
+// idempotent.
+func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
+	rs, err := s.rt.GetPodStatus(ctx, uid)
+	if err != nil {
+		return fmt.Errorf("get runtime status of pod %s: %w", uid, err)
+	}
+	for _, c := range rs.Containers {
+		if err := s.rt.RemoveContainer(ctx, c.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			return fmt.Errorf("remove container %s: %w", c.Name, err)
+		}
+	}
+	for _, sb := range rs.Sandboxes {
+		if err := s.rt.StopPodSandbox(ctx, sb.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
+		}
+		if err := s.rt.RemovePodSandbox(ctx, sb.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			return fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err)
+		}
+	}
+	if rs.Name != "" {
+		dir := podLogDir(s.opts.PodLogsDir, &v1.Pod{ObjectMeta: metaOf(rs)})
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("remove pod log directory: %w", err)
+		}
+	}
+	if s.cgroups != nil {
+		if err := s.cgroups.RemovePod(ctx, uid); err != nil {
+			return fmt.Errorf("remove pod cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// reportStatus computes the pod's status from a fresh runtime view and
+// hands it to the status sink.
+func (s *Syncer) reportStatus(ctx context.Context, pod *v1.Pod, w map[string]waiting, terminating bool) {
+	if s.status == nil {
+		return
+	}
+	rs, err := s.rt.GetPodStatus(ctx, pod.UID)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to read pod status for reporting")
+		return
+	}
+	in := status.Inputs{
+		NodeIPs:     s.opts.NodeIPs,
+		Now:         s.clock.Now(),
+		RuntimeName: s.opts.RuntimeName,
+		Terminating: terminating,
+		Waiting:     map[string]status.Waiting{},
+	}
+	for name, wt := range w {
+		in.Waiting[name] = status.Waiting{Reason: wt.reason, Message: wt.message}
+	}
+	if old, ok := s.status.GetPodStatus(pod.UID); ok {
+		in.Old = &old
+	}
+	s.status.SetPodStatus(pod, status.Compute(pod, rs, in))
+}
+
+// gracePeriod is the pod's termination grace period.
+func gracePeriod(pod *v1.Pod) time.Duration {
+	secs := int64(v1.DefaultTerminationGracePeriodSeconds)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		secs = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return time.Duration(secs) * time.Second
+}
+
+// metaOf rebuilds the identity of a pod from the runtime's labels.
+func metaOf(rs *runtime.PodStatus) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: rs.Name, Namespace: rs.Namespace, UID: rs.UID}
+}

@@ -1,0 +1,387 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	criapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	cri "k8s.io/cri-client/pkg"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/metrics"
+)
+
+// DefaultTimeout is the connection and per-call timeout New uses when given
+// zero, as the upstream kubelet's default runtime request timeout.
+const DefaultTimeout = 2 * time.Minute
+
+// ErrNotFound is in the chain of every error the runtime answered with
+// gRPC NotFound (no such sandbox, container or image).
+var ErrNotFound = errors.New("not found")
+
+// Runtime is heartlet's client of a CRI runtime and image service. Every
+// call is counted in the kubelet_runtime_operations_* metrics. It is safe
+// for concurrent use.
+type Runtime struct {
+	rs    criapi.RuntimeService
+	is    criapi.ImageManagerService
+	clock clock.PassiveClock
+}
+
+// New connects to the CRI runtime at endpoint (unix:///path; a bare path is
+// taken as a unix socket) and checks that it answers the CRI v1 Version
+// call. connTimeout bounds the connection and each later call (zero means
+// DefaultTimeout). Errors name the endpoint and say whether the socket is
+// missing, the peer is not a CRI v1 runtime, or it did not answer in time.
+func New(ctx context.Context, endpoint string, connTimeout time.Duration) (*Runtime, error) {
+	if connTimeout <= 0 {
+		connTimeout = DefaultTimeout
+	}
+	endpoint, err := checkEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	tp := noop.NewTracerProvider()
+	rs, err := cri.NewRemoteRuntimeServiceBuilder().
+		WithEndpoint(endpoint).
+		WithConnectionTimeout(connTimeout).
+		WithTracerProvider(tp).
+		Build(ctx)
+	if err != nil {
+		return nil, connectError(endpoint, connTimeout, err)
+	}
+	is, err := cri.NewRemoteImageServiceBuilder().
+		WithEndpoint(endpoint).
+		WithConnectionTimeout(connTimeout).
+		WithTracerProvider(tp).
+		Build(ctx)
+	if err != nil {
+		_ = rs.Close(ctx)
+		return nil, connectError(endpoint, connTimeout, err)
+	}
+	r := NewFromServices(rs, is)
+	v, err := r.Version(ctx)
+	if err != nil {
+		_ = r.Close(ctx)
+		return nil, connectError(endpoint, connTimeout, err)
+	}
+	klog.FromContext(ctx).V(1).Info("Connected to container runtime", "endpoint", endpoint,
+		"runtimeName", v.RuntimeName, "runtimeVersion", v.RuntimeVersion, "apiVersion", v.RuntimeApiVersion)
+	return r, nil
+}
+
+// NewFromServices wraps existing CRI services, e.g. fakes in tests.
+func NewFromServices(rs criapi.RuntimeService, is criapi.ImageManagerService) *Runtime {
+	return &Runtime{rs: rs, is: is, clock: clock.RealClock{}}
+}
+
+// checkEndpoint normalizes endpoint to unix:///path and checks that the
+// socket exists, so that the most common mistake gets a clear message
+// instead of a gRPC connection error.
+func checkEndpoint(endpoint string) (string, error) {
+	if endpoint == "" {
+		return "", errors.New("container runtime endpoint is empty")
+	}
+	path := endpoint
+	if strings.Contains(endpoint, "://") {
+		u, err := url.Parse(endpoint)
+		if err != nil {
+			return "", fmt.Errorf("container runtime endpoint %s: %w", endpoint, err)
+		}
+		if u.Scheme != "unix" {
+			return "", fmt.Errorf("container runtime endpoint %s: scheme %q not supported, only unix sockets", endpoint, u.Scheme)
+		}
+		path = u.Path
+	} else {
+		endpoint = "unix://" + endpoint
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", &endpointError{msg: fmt.Sprintf("container runtime endpoint %s: no such socket", endpoint), err: err}
+	case err != nil:
+		return "", fmt.Errorf("container runtime endpoint %s: %w", endpoint, err)
+	case fi.Mode()&fs.ModeSocket == 0:
+		return "", fmt.Errorf("container runtime endpoint %s: %s is not a socket", endpoint, path)
+	}
+	return endpoint, nil
+}
+
+// endpointError carries a short message while keeping the cause in the
+// chain for errors.Is.
+type endpointError struct {
+	msg string
+	err error
+}
+
+func (e *endpointError) Error() string { return e.msg }
+func (e *endpointError) Unwrap() error { return e.err }
+
+// connectError explains a failed connection check.
+func connectError(endpoint string, timeout time.Duration, err error) error {
+	switch status.Code(err) {
+	case codes.Unimplemented:
+		return fmt.Errorf("container runtime endpoint %s: not a CRI v1 runtime (the CRI v1 API is not implemented there): %w", endpoint, err)
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("container runtime endpoint %s: no answer within %s: %w", endpoint, timeout, err)
+	case codes.Unavailable:
+		return fmt.Errorf("container runtime endpoint %s: unavailable: %w", endpoint, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("container runtime endpoint %s: no answer within %s: %w", endpoint, timeout, err)
+	}
+	return fmt.Errorf("container runtime endpoint %s: %w", endpoint, err)
+}
+
+// Close closes the connections to the runtime.
+func (r *Runtime) Close(ctx context.Context) error {
+	return errors.Join(r.rs.Close(ctx), r.is.Close(ctx))
+}
+
+// Operation types of the runtime metrics, named as the upstream kubelet's.
+const (
+	opVersion          = "version"
+	opStatus           = "status"
+	opRunPodSandbox    = "run_podsandbox"
+	opStopPodSandbox   = "stop_podsandbox"
+	opRemovePodSandbox = "remove_podsandbox"
+	opPodSandboxStatus = "podsandbox_status"
+	opListPodSandbox   = "list_podsandbox"
+	opCreateContainer  = "create_container"
+	opStartContainer   = "start_container"
+	opStopContainer    = "stop_container"
+	opRemoveContainer  = "remove_container"
+	opListContainers   = "list_containers"
+	opContainerStatus  = "container_status"
+	opPullImage        = "pull_image"
+	opImageStatus      = "image_status"
+	opListImages       = "list_images"
+	opRemoveImage      = "remove_image"
+)
+
+// record counts one CRI call and its latency, and its failure if err is
+// set. Call it as `defer r.record(op, r.clock.Now(), &err)`.
+func (r *Runtime) record(op string, start time.Time, err *error) {
+	metrics.RuntimeOperations.WithLabelValues(op).Inc()
+	metrics.RuntimeOperationsDuration.WithLabelValues(op).Observe(r.clock.Since(start).Seconds())
+	if *err != nil {
+		metrics.RuntimeOperationsErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// wrap names what failed and puts ErrNotFound in the chain for gRPC
+// NotFound; the gRPC error stays in the chain too.
+func wrap(err error, format string, args ...any) error {
+	what := fmt.Sprintf(format, args...)
+	if status.Code(err) == codes.NotFound {
+		return fmt.Errorf("%s: %w: %w", what, ErrNotFound, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Version returns the runtime's name and version and its CRI API version.
+func (r *Runtime) Version(ctx context.Context) (_ *runtimeapi.VersionResponse, err error) {
+	defer r.record(opVersion, r.clock.Now(), &err)
+	v, err := r.rs.Version(ctx, "v1")
+	if err != nil {
+		return nil, wrap(err, "runtime version")
+	}
+	return v, nil
+}
+
+// Status returns the runtime's conditions (RuntimeReady, NetworkReady).
+func (r *Runtime) Status(ctx context.Context) (_ *runtimeapi.StatusResponse, err error) {
+	defer r.record(opStatus, r.clock.Now(), &err)
+	st, err := r.rs.Status(ctx, false)
+	if err != nil {
+		return nil, wrap(err, "runtime status")
+	}
+	return st, nil
+}
+
+// RunPodSandbox creates and starts a pod sandbox with the given runtime
+// handler ("" for the default) and returns its ID.
+func (r *Runtime) RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (_ string, err error) {
+	defer r.record(opRunPodSandbox, r.clock.Now(), &err)
+	id, err := r.rs.RunPodSandbox(ctx, cfg, handler)
+	if err != nil {
+		return "", wrap(err, "run pod sandbox for pod %s", sandboxName(cfg))
+	}
+	klog.FromContext(ctx).V(4).Info("Started pod sandbox", "pod", sandboxName(cfg), "podUID", cfg.GetMetadata().GetUid(), "sandboxID", id)
+	return id, nil
+}
+
+func sandboxName(cfg *runtimeapi.PodSandboxConfig) string {
+	return cfg.GetMetadata().GetNamespace() + "/" + cfg.GetMetadata().GetName()
+}
+
+// StopPodSandbox stops a sandbox and every container in it.
+func (r *Runtime) StopPodSandbox(ctx context.Context, id string) (err error) {
+	defer r.record(opStopPodSandbox, r.clock.Now(), &err)
+	if err := r.rs.StopPodSandbox(ctx, id); err != nil {
+		return wrap(err, "stop pod sandbox %s", id)
+	}
+	return nil
+}
+
+// RemovePodSandbox removes a stopped sandbox and its containers.
+func (r *Runtime) RemovePodSandbox(ctx context.Context, id string) (err error) {
+	defer r.record(opRemovePodSandbox, r.clock.Now(), &err)
+	if err := r.rs.RemovePodSandbox(ctx, id); err != nil {
+		return wrap(err, "remove pod sandbox %s", id)
+	}
+	return nil
+}
+
+// CreateContainer creates a container in a sandbox and returns its ID. sb
+// is the sandbox's config, as the runtime may need it.
+func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, cfg *runtimeapi.ContainerConfig, sb *runtimeapi.PodSandboxConfig) (_ string, err error) {
+	defer r.record(opCreateContainer, r.clock.Now(), &err)
+	id, err := r.rs.CreateContainer(ctx, sandboxID, cfg, sb)
+	if err != nil {
+		return "", wrap(err, "create container %s in pod sandbox %s", cfg.GetMetadata().GetName(), sandboxID)
+	}
+	return id, nil
+}
+
+// StartContainer starts a created container.
+func (r *Runtime) StartContainer(ctx context.Context, id string) (err error) {
+	defer r.record(opStartContainer, r.clock.Now(), &err)
+	if err := r.rs.StartContainer(ctx, id); err != nil {
+		return wrap(err, "start container %s", id)
+	}
+	return nil
+}
+
+// StopContainer stops a container, giving it grace (rounded up to whole
+// seconds) between the stop signal and SIGKILL.
+func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Duration) (err error) {
+	defer r.record(opStopContainer, r.clock.Now(), &err)
+	if err := r.rs.StopContainer(ctx, id, graceSeconds(grace)); err != nil {
+		return wrap(err, "stop container %s", id)
+	}
+	return nil
+}
+
+// graceSeconds rounds a grace period up to whole seconds, at least zero.
+func graceSeconds(grace time.Duration) int64 {
+	if grace <= 0 {
+		return 0
+	}
+	return int64((grace + time.Second - 1) / time.Second)
+}
+
+// RemoveContainer removes a container.
+func (r *Runtime) RemoveContainer(ctx context.Context, id string) (err error) {
+	defer r.record(opRemoveContainer, r.clock.Now(), &err)
+	if err := r.rs.RemoveContainer(ctx, id); err != nil {
+		return wrap(err, "remove container %s", id)
+	}
+	return nil
+}
+
+// PullImage pulls image with optional credentials and returns the image
+// reference the runtime resolved it to (the image ID).
+func (r *Runtime) PullImage(ctx context.Context, image string, auth *runtimeapi.AuthConfig, sb *runtimeapi.PodSandboxConfig) (_ string, err error) {
+	defer r.record(opPullImage, r.clock.Now(), &err)
+	ref, err := r.is.PullImage(ctx, &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: image}, auth, sb)
+	if err != nil {
+		return "", wrap(err, "pull image %s", image)
+	}
+	return ref, nil
+}
+
+// ImageRef returns the ID of image if the runtime has it, and "" with a
+// nil error when it does not.
+func (r *Runtime) ImageRef(ctx context.Context, image string) (_ string, err error) {
+	defer r.record(opImageStatus, r.clock.Now(), &err)
+	resp, err := r.is.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image}, false)
+	if status.Code(err) == codes.NotFound {
+		return "", nil
+	}
+	if err != nil {
+		return "", wrap(err, "image status of %s", image)
+	}
+	if resp.GetImage() == nil {
+		return "", nil
+	}
+	return resp.GetImage().GetId(), nil
+}
+
+// ListImages returns every image the runtime has.
+func (r *Runtime) ListImages(ctx context.Context) (_ []*runtimeapi.Image, err error) {
+	defer r.record(opListImages, r.clock.Now(), &err)
+	images, err := r.is.ListImages(ctx, nil)
+	if err != nil {
+		return nil, wrap(err, "list images")
+	}
+	return images, nil
+}
+
+// RemoveImage removes an image by reference or ID.
+func (r *Runtime) RemoveImage(ctx context.Context, image string) (err error) {
+	defer r.record(opRemoveImage, r.clock.Now(), &err)
+	if err := r.is.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: image}); err != nil {
+		return wrap(err, "remove image %s", image)
+	}
+	return nil
+}
+
+// listSandboxes is the instrumented ListPodSandbox.
+func (r *Runtime) listSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) (_ []*runtimeapi.PodSandbox, err error) {
+	defer r.record(opListPodSandbox, r.clock.Now(), &err)
+	items, err := r.rs.ListPodSandbox(ctx, filter)
+	if err != nil {
+		return nil, wrap(err, "list pod sandboxes")
+	}
+	return items, nil
+}
+
+// listContainers is the instrumented ListContainers.
+func (r *Runtime) listContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) (_ []*runtimeapi.Container, err error) {
+	defer r.record(opListContainers, r.clock.Now(), &err)
+	items, err := r.rs.ListContainers(ctx, filter)
+	if err != nil {
+		return nil, wrap(err, "list containers")
+	}
+	return items, nil
+}
+
+// sandboxStatus is the instrumented PodSandboxStatus.
+func (r *Runtime) sandboxStatus(ctx context.Context, id string) (_ *runtimeapi.PodSandboxStatus, err error) {
+	defer r.record(opPodSandboxStatus, r.clock.Now(), &err)
+	resp, err := r.rs.PodSandboxStatus(ctx, id, false)
+	if err != nil {
+		return nil, wrap(err, "pod sandbox status of %s", id)
+	}
+	if resp.GetStatus() == nil {
+		err = fmt.Errorf("pod sandbox status of %s: runtime returned no status", id)
+		return nil, err
+	}
+	return resp.GetStatus(), nil
+}
+
+// containerStatus is the instrumented ContainerStatus.
+func (r *Runtime) containerStatus(ctx context.Context, id string) (_ *runtimeapi.ContainerStatus, err error) {
+	defer r.record(opContainerStatus, r.clock.Now(), &err)
+	resp, err := r.rs.ContainerStatus(ctx, id, false)
+	if err != nil {
+		return nil, wrap(err, "container status of %s", id)
+	}
+	if resp.GetStatus() == nil {
+		err = fmt.Errorf("container status of %s: runtime returned no status", id)
+		return nil, err
+	}
+	return resp.GetStatus(), nil
+}

@@ -1,0 +1,398 @@
+package podsync
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/heartlet/heartlet/internal/podworker"
+	"github.com/heartlet/heartlet/internal/runtime"
+	"github.com/heartlet/heartlet/internal/runtime/fakecri"
+	"github.com/heartlet/heartlet/internal/status"
+)
+
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	fake   *fakecri.Server
+	clock  *testingclock.FakeClock
+	syncer *Syncer
+	status *status.Manager
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fake := fakecri.Start(t, fakecri.WithClock(clk))
+	fake.AddImage("busybox:1.35")
+	rt, err := runtime.New(ctx, fake.Endpoint(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("connect to fake CRI: %v", err)
+	}
+	resolv := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(resolv, []byte("nameserver 192.0.2.53\nsearch example.org\noptions ndots:2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := status.NewManager(clk)
+	s := New(Options{
+		NodeIPs:     []string{"192.0.2.10"},
+		PodLogsDir:  t.TempDir(),
+		ResolvConf:  resolv,
+		RuntimeName: "fakecri",
+		Clock:       clk,
+	}, rt, nil, st)
+	return &harness{t: t, ctx: ctx, fake: fake, clock: clk, syncer: s, status: st}
+}
+
+func (h *harness) sync(pod *v1.Pod) podworker.SyncResult {
+	h.t.Helper()
+	res, err := h.syncer.SyncPod(h.ctx, podworker.UpdateSync, pod)
+	if err != nil {
+		h.t.Fatalf("SyncPod: %v", err)
+	}
+	return res
+}
+
+// containers returns the fake's containers of one name, oldest first.
+func (h *harness) containers(name string) []fakecri.Container {
+	var out []fakecri.Container
+	for _, c := range h.fake.Containers() {
+		if c.Config.GetMetadata().GetName() == name {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (h *harness) running(name string) fakecri.Container {
+	h.t.Helper()
+	for _, c := range h.containers(name) {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return c
+		}
+	}
+	h.t.Fatalf("no running container %q; have %+v", name, h.containers(name))
+	return fakecri.Container{}
+}
+
+func syncPod() *v1.Pod {
+	p := testPod(v1.RestartPolicyAlways, []string{"init"}, "app", "side")
+	for i := range p.Spec.InitContainers {
+		p.Spec.InitContainers[i].Image = "busybox:1.35"
+		p.Spec.InitContainers[i].ImagePullPolicy = v1.PullIfNotPresent
+	}
+	for i := range p.Spec.Containers {
+		p.Spec.Containers[i].Image = "busybox:1.35"
+		p.Spec.Containers[i].ImagePullPolicy = v1.PullIfNotPresent
+	}
+	p.Spec.Containers[0].Env = []v1.EnvVar{
+		{Name: "POD", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "GREETING", Value: "hi $(POD)"},
+	}
+	p.Spec.Containers[0].Command = []string{"echo", "$(GREETING)", "$$(GREETING)"}
+	p.Spec.Containers[0].Resources.Limits = v1.ResourceList{
+		v1.ResourceCPU:    resource.MustParse("500m"),
+		v1.ResourceMemory: resource.MustParse("64Mi"),
+	}
+	return p
+}
+
+func TestSyncPodLifecycle(t *testing.T) {
+	h := newHarness(t)
+	pod := syncPod()
+
+	// First sync: a sandbox and the init container only.
+	h.sync(pod)
+	if n := len(h.fake.Sandboxes()); n != 1 {
+		t.Fatalf("sandboxes after first sync = %d, want 1", n)
+	}
+	initC := h.running("init")
+	if len(h.containers("app")) != 0 {
+		t.Fatal("app container started before the init container finished")
+	}
+	st, _ := h.status.GetPodStatus(pod.UID)
+	if st.Phase != v1.PodPending {
+		t.Errorf("phase while initializing = %s, want Pending", st.Phase)
+	}
+
+	// The init container succeeds: the app containers start.
+	h.fake.SetExit(initC.ID, 0, "")
+	h.sync(pod)
+	app := h.running("app")
+	h.running("side")
+
+	cfg := app.Config
+	if got := strings.Join(cfg.Command, " "); got != "echo hi p $(GREETING)" {
+		t.Errorf("expanded command = %q, want %q", got, "echo hi p $(GREETING)")
+	}
+	if got := cfg.GetLinux().GetResources(); got.GetMemoryLimitInBytes() != 64<<20 || got.GetCpuQuota() != 50000 || got.GetCpuPeriod() != 100000 {
+		t.Errorf("resources = %+v, want memory 64Mi, quota 50000/100000", got)
+	}
+	if cfg.LogPath != "app/0.log" {
+		t.Errorf("log path = %q, want app/0.log", cfg.LogPath)
+	}
+	sb := h.fake.Sandboxes()[0]
+	if sb.Config.GetLogDirectory() != podLogDir(h.syncer.opts.PodLogsDir, pod) {
+		t.Errorf("sandbox log directory = %q", sb.Config.GetLogDirectory())
+	}
+	if got := sb.Config.GetDnsConfig().GetServers(); len(got) != 1 || got[0] != "192.0.2.53" {
+		t.Errorf("DNS servers = %v, want the host's", got)
+	}
+	if sb.Config.GetLabels()[runtime.LabelPodUID] != string(pod.UID) {
+		t.Errorf("sandbox labels = %v, want the pod UID label", sb.Config.GetLabels())
+	}
+	st, _ = h.status.GetPodStatus(pod.UID)
+	if st.Phase != v1.PodRunning {
+		t.Errorf("phase = %s, want Running", st.Phase)
+	}
+
+	// A sync with nothing changed does nothing.
+	h.fake.ResetCalls()
+	h.sync(pod)
+	for _, c := range h.fake.Calls() {
+		if c == "CreateContainer" || c == "StopContainer" || c == "RunPodSandbox" {
+			t.Errorf("idle sync made a %s call", c)
+		}
+	}
+
+	// The app container crashes: restarted at once the first time.
+	h.fake.SetExit(app.ID, 1, "")
+	h.sync(pod)
+	app2 := h.running("app")
+	if app2.Config.GetMetadata().GetAttempt() != 1 {
+		t.Errorf("restart attempt = %d, want 1", app2.Config.GetMetadata().GetAttempt())
+	}
+
+	// It crashes again: now held by the backoff, reported CrashLoopBackOff.
+	h.fake.SetExit(app2.ID, 1, "")
+	res := h.sync(pod)
+	if res.RequeueAfter <= 0 || res.RequeueAfter > initialBackoff {
+		t.Errorf("RequeueAfter = %v, want within (0, %v]", res.RequeueAfter, initialBackoff)
+	}
+	st, _ = h.status.GetPodStatus(pod.UID)
+	if w := findStatus(st, "app").State.Waiting; w == nil || w.Reason != ReasonCrashLoopBackOff {
+		t.Errorf("app state = %+v, want waiting CrashLoopBackOff", findStatus(st, "app").State)
+	}
+	if findStatus(st, "app").LastTerminationState.Terminated == nil {
+		t.Error("app lastState.terminated is empty after a crash")
+	}
+
+	// Once the backoff expires it starts again, and the next hold doubles.
+	h.clock.Step(res.RequeueAfter + time.Second)
+	h.sync(pod)
+	app3 := h.running("app")
+	h.fake.SetExit(app3.ID, 1, "")
+	res = h.sync(pod)
+	if res.RequeueAfter <= initialBackoff || res.RequeueAfter > 2*initialBackoff {
+		t.Errorf("second hold = %v, want within (%v, %v]", res.RequeueAfter, initialBackoff, 2*initialBackoff)
+	}
+
+	// A changed spec restarts the container without waiting for backoff.
+	h.clock.Step(res.RequeueAfter + time.Second)
+	h.sync(pod)
+	side := h.running("side")
+	changed := pod.DeepCopy()
+	changed.Spec.Containers[1].Env = []v1.EnvVar{{Name: "NEW", Value: "1"}}
+	h.sync(changed)
+	if h.running("side").ID == side.ID {
+		t.Error("container with a changed spec was not replaced")
+	}
+
+	// Terminating stops everything with the grace period.
+	if err := h.syncer.SyncTerminatingPod(h.ctx, changed, 7); err != nil {
+		t.Fatalf("SyncTerminatingPod: %v", err)
+	}
+	for _, c := range h.fake.Containers() {
+		if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+			t.Errorf("container %s still running after termination", c.Config.GetMetadata().GetName())
+		}
+	}
+	for _, c := range h.containers("app") {
+		if c.StopTimeout != 0 && c.StopTimeout != 7 {
+			t.Errorf("stop timeout = %d, want 7", c.StopTimeout)
+		}
+	}
+	if s := h.fake.Sandboxes()[0]; s.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Errorf("sandbox state after termination = %v", s.State)
+	}
+
+	// Removal deletes every record and the log directory.
+	if err := h.syncer.RemovePod(h.ctx, pod.UID); err != nil {
+		t.Fatalf("RemovePod: %v", err)
+	}
+	if n, m := len(h.fake.Containers()), len(h.fake.Sandboxes()); n != 0 || m != 0 {
+		t.Errorf("after RemovePod: %d containers, %d sandboxes left", n, m)
+	}
+	if _, err := os.Stat(podLogDir(h.syncer.opts.PodLogsDir, pod)); !os.IsNotExist(err) {
+		t.Errorf("pod log directory still there: %v", err)
+	}
+	if err := h.syncer.RemovePod(h.ctx, pod.UID); err != nil {
+		t.Errorf("second RemovePod: %v", err)
+	}
+}
+
+func TestSyncPodRestartPolicyNever(t *testing.T) {
+	h := newHarness(t)
+	pod := testPod(v1.RestartPolicyNever, nil, "job")
+	pod.Spec.Containers[0].Image = "busybox:1.35"
+	h.sync(pod)
+	h.fake.SetExit(h.running("job").ID, 0, "")
+	res := h.sync(pod)
+	if !res.Terminal {
+		t.Fatal("a finished Never pod is not reported terminal")
+	}
+	st, _ := h.status.GetPodStatus(pod.UID)
+	if st.Phase != v1.PodSucceeded {
+		t.Errorf("phase = %s, want Succeeded", st.Phase)
+	}
+	if n := len(h.containers("job")); n != 1 {
+		t.Errorf("containers = %d, want the one that ran", n)
+	}
+}
+
+func TestSyncPodImagePolicies(t *testing.T) {
+	tests := []struct {
+		name       string
+		image      string
+		policy     v1.PullPolicy
+		wantPull   bool
+		wantReason string
+	}{
+		{"present image with IfNotPresent is not pulled", "busybox:1.35", v1.PullIfNotPresent, false, ""},
+		{"missing image with IfNotPresent is pulled", "other:1", v1.PullIfNotPresent, true, ""},
+		{"Always pulls a present image", "busybox:1.35", v1.PullAlways, true, ""},
+		{"Never refuses a missing image", "other:1", v1.PullNever, false, ReasonErrImageNeverPull},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			pod := testPod(v1.RestartPolicyAlways, nil, "c")
+			pod.Spec.Containers[0].Image = tt.image
+			pod.Spec.Containers[0].ImagePullPolicy = tt.policy
+			_, err := h.syncer.SyncPod(h.ctx, podworker.UpdateCreate, pod)
+			pulled := false
+			for _, c := range h.fake.Calls() {
+				if c == "PullImage" {
+					pulled = true
+				}
+			}
+			if pulled != tt.wantPull {
+				t.Errorf("pulled = %v, want %v", pulled, tt.wantPull)
+			}
+			st, _ := h.status.GetPodStatus(pod.UID)
+			cs := findStatus(st, "c")
+			if tt.wantReason == "" {
+				if err != nil {
+					t.Fatalf("SyncPod: %v", err)
+				}
+				if cs.State.Running == nil {
+					t.Errorf("state = %+v, want running", cs.State)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("SyncPod succeeded, want an error")
+			}
+			if cs.State.Waiting == nil || cs.State.Waiting.Reason != tt.wantReason {
+				t.Errorf("state = %+v, want waiting %s", cs.State, tt.wantReason)
+			}
+		})
+	}
+}
+
+func TestSyncPodPullBackoff(t *testing.T) {
+	h := newHarness(t)
+	pod := testPod(v1.RestartPolicyAlways, nil, "c")
+	pod.Spec.Containers[0].Image = "private:1"
+	pod.Spec.Containers[0].ImagePullPolicy = v1.PullIfNotPresent
+	h.fake.RequireAuth("private:1", "u", "p")
+
+	if _, err := h.syncer.SyncPod(h.ctx, podworker.UpdateCreate, pod); err == nil {
+		t.Fatal("sync with an unpullable image succeeded")
+	}
+	st, _ := h.status.GetPodStatus(pod.UID)
+	if w := findStatus(st, "c").State.Waiting; w == nil || w.Reason != ReasonErrImagePull {
+		t.Fatalf("first failure state = %+v, want ErrImagePull", findStatus(st, "c").State)
+	}
+	h.fake.ResetCalls()
+	if _, err := h.syncer.SyncPod(h.ctx, podworker.UpdateSync, pod); err == nil {
+		t.Fatal("sync during pull backoff succeeded")
+	}
+	for _, c := range h.fake.Calls() {
+		if c == "PullImage" {
+			t.Error("pulled again during the pull backoff")
+		}
+	}
+	st, _ = h.status.GetPodStatus(pod.UID)
+	if w := findStatus(st, "c").State.Waiting; w == nil || w.Reason != ReasonImagePullBackOff {
+		t.Errorf("state in backoff = %+v, want ImagePullBackOff", findStatus(st, "c").State)
+	}
+}
+
+func TestSandboxConfig(t *testing.T) {
+	h := newHarness(t)
+	h.syncer.opts.ClusterDNS = []string{"10.96.0.10"}
+	h.syncer.opts.ClusterDomain = "cluster.local"
+	pod := testPod(v1.RestartPolicyAlways, nil, "web")
+	pod.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: v1.ProtocolTCP}, {ContainerPort: 53, Protocol: v1.ProtocolUDP}}
+
+	cfg, err := h.syncer.sandboxConfig(pod, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Hostname != "p" || cfg.Metadata.Attempt != 2 {
+		t.Errorf("hostname %q attempt %d", cfg.Hostname, cfg.Metadata.Attempt)
+	}
+	if len(cfg.PortMappings) != 1 || cfg.PortMappings[0].HostPort != 8080 || cfg.PortMappings[0].ContainerPort != 80 {
+		t.Errorf("port mappings = %v, want only the hostPort one", cfg.PortMappings)
+	}
+	dns := cfg.DnsConfig
+	if strings.Join(dns.Servers, ",") != "10.96.0.10" {
+		t.Errorf("ClusterFirst servers = %v", dns.Servers)
+	}
+	if want := "default.svc.cluster.local,svc.cluster.local,cluster.local,example.org"; strings.Join(dns.Searches, ",") != want {
+		t.Errorf("searches = %v, want %s", dns.Searches, want)
+	}
+	if strings.Join(dns.Options, ",") != "ndots:5" {
+		t.Errorf("options = %v, want ndots:5", dns.Options)
+	}
+
+	host := pod.DeepCopy()
+	host.Spec.HostNetwork = true
+	cfg, err = h.syncer.sandboxConfig(host, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Linux.SecurityContext.NamespaceOptions.Network != runtimeapi.NamespaceMode_NODE {
+		t.Error("hostNetwork pod does not use the node's network namespace")
+	}
+	if strings.Join(cfg.DnsConfig.Servers, ",") != "192.0.2.53" {
+		t.Errorf("hostNetwork ClusterFirst servers = %v, want the host's resolver", cfg.DnsConfig.Servers)
+	}
+}
+
+func TestReadResolvConfMissing(t *testing.T) {
+	_, err := readResolvConf(filepath.Join(t.TempDir(), "nope"))
+	if err == nil || !strings.Contains(err.Error(), "resolvConf") {
+		t.Errorf("error = %v, want one naming resolvConf", err)
+	}
+}
+
+func findStatus(st v1.PodStatus, name string) v1.ContainerStatus {
+	for _, cs := range append(st.InitContainerStatuses, st.ContainerStatuses...) {
+		if cs.Name == name {
+			return cs
+		}
+	}
+	return v1.ContainerStatus{}
+}

@@ -19,8 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	cri "k8s.io/cri-client/pkg"
+	"github.com/heartlet/heartlet/internal/runtime"
 )
 
 func main() {
@@ -43,9 +42,9 @@ func run(bin, endpoint, image, counts string, steady time.Duration) error {
 		return fmt.Errorf("no CRI endpoint: set -endpoint or HEARTLET_CRI_ENDPOINT")
 	}
 	ctx := context.Background()
-	rs, err := cri.NewRemoteRuntimeService(ctx, endpoint, 10*time.Second, nil, false)
+	rs, err := runtime.New(ctx, endpoint, 10*time.Second)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", endpoint, err)
+		return err
 	}
 	for _, field := range strings.Split(counts, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(field))
@@ -59,10 +58,7 @@ func run(bin, endpoint, image, counts string, steady time.Duration) error {
 	return nil
 }
 
-func measure(ctx context.Context, rs interface {
-	ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
-	ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
-}, bin, endpoint, image string, n int, steady time.Duration) error {
+func measure(ctx context.Context, rs *runtime.Runtime, bin, endpoint, image string, n int, steady time.Duration) error {
 	dir, err := os.MkdirTemp("", "heartlet-bench-")
 	if err != nil {
 		return err
@@ -155,17 +151,32 @@ spec:
 	return nil
 }
 
-func waitRunning(ctx context.Context, rs interface {
-	ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
-}, n int, limit time.Duration) error {
+// benchPods returns the runtime's pods that the benchmark created.
+func benchPods(ctx context.Context, rs *runtime.Runtime) ([]*runtime.PodStatus, error) {
+	pods, err := rs.ListPods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*runtime.PodStatus
+	for _, p := range pods {
+		if strings.HasPrefix(p.Name, "bench-") {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func waitRunning(ctx context.Context, rs *runtime.Runtime, n int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		cs, err := rs.ListContainers(ctx, &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}})
+		pods, err := benchPods(ctx, rs)
 		if err == nil {
 			running := 0
-			for _, c := range cs {
-				if strings.HasPrefix(c.Labels["io.kubernetes.pod.name"], "bench-") {
-					running++
+			for _, p := range pods {
+				for _, c := range p.Containers {
+					if c.State == runtime.ContainerRunning {
+						running++
+					}
 				}
 			}
 			if running >= n {
@@ -177,22 +188,11 @@ func waitRunning(ctx context.Context, rs interface {
 	return fmt.Errorf("%d pods not running after %s", n, limit)
 }
 
-func waitGone(ctx context.Context, rs interface {
-	ListPodSandbox(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
-}, limit time.Duration) error {
+func waitGone(ctx context.Context, rs *runtime.Runtime, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		sbs, err := rs.ListPodSandbox(ctx, nil)
-		if err == nil {
-			left := 0
-			for _, s := range sbs {
-				if strings.HasPrefix(s.Labels["io.kubernetes.pod.name"], "bench-") {
-					left++
-				}
-			}
-			if left == 0 {
-				return nil
-			}
+		if pods, err := benchPods(ctx, rs); err == nil && len(pods) == 0 {
+			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -291,9 +291,17 @@ func podRuns(rp *runtime.PodStatus) bool {
 }
 
 // orphanPod is the minimal pod object the workers need to stop a pod known
-// only from the runtime's labels.
+// only from the runtime: its identity from the labels and the termination
+// grace period its containers were started with.
 func orphanPod(rp *runtime.PodStatus) *v1.Pod {
-	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rp.Name, Namespace: rp.Namespace, UID: rp.UID}}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rp.Name, Namespace: rp.Namespace, UID: rp.UID}}
+	for _, c := range rp.Containers {
+		if g, err := strconv.ParseInt(c.Annotations[runtime.AnnotationGrace], 10, 64); err == nil && g >= 0 {
+			pod.Spec.TerminationGracePeriodSeconds = &g
+			break
+		}
+	}
+	return pod
 }
 
 // podsyncCgroups keeps a nil manager a nil interface.

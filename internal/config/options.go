@@ -4,6 +4,18 @@
 package config
 
 import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
@@ -17,7 +29,7 @@ type Options struct {
 	ConfigFile string
 	// Kubeconfig is --kubeconfig; "" means standalone mode.
 	Kubeconfig string
-	// RootDir is --root-dir (default /var/lib/kubelet).
+	// RootDir is --root-dir (default /var/lib/kubelet), made absolute.
 	RootDir string
 	// HostnameOverride is --hostname-override.
 	HostnameOverride string
@@ -26,6 +38,302 @@ type Options struct {
 	// NodeName is the effective node name: the lower-cased hostname
 	// override, or the machine's hostname.
 	NodeName string
-	// Verbosity is --v.
+	// Verbosity is --v (or logging.verbosity from the file).
 	Verbosity int
+}
+
+// Load parses heartlet's command line (args without the program name),
+// strictly decodes the --config file when one is given, applies the
+// upstream kubelet defaults and then the flags (flags win over the file),
+// and validates the result. A configuration with problems returns Errors,
+// each naming the field path and the file line or flag that set it.
+// --help returns ErrHelp and --version returns ErrVersion; the caller prints
+// FlagUsages or the version. Load has no side effects besides reading the
+// configuration file and the machine's hostname.
+func Load(args []string) (*Options, error) {
+	return load(args, osEnv())
+}
+
+// FlagUsages describes every flag Load accepts, one per line, with its
+// default.
+func FlagUsages() string {
+	fs, _ := newFlagSet(NewDefault(), &cmdline{rootDir: DefaultRootDir})
+	return fs.FlagUsagesWrapped(100)
+}
+
+// env is what Load reads from the machine.
+type env struct {
+	hostname func() (string, error)
+	readFile func(name string) ([]byte, error)
+	abs      func(path string) (string, error)
+}
+
+func osEnv() env {
+	return env{hostname: os.Hostname, readFile: os.ReadFile, abs: filepath.Abs}
+}
+
+// cmdline holds the flags that are not KubeletConfiguration fields.
+type cmdline struct {
+	configFile       string
+	kubeconfig       string
+	rootDir          string
+	hostnameOverride string
+	nodeIP           string
+	help             bool
+	version          bool
+}
+
+func load(args []string, e env) (*Options, error) {
+	// The first pass finds --config and the flag-only settings; flags bound
+	// to the configuration land in a throwaway copy.
+	cl := &cmdline{rootDir: DefaultRootDir}
+	fs, _ := newFlagSet(NewDefault(), cl)
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("command line: %w", err)
+	}
+	if cl.help {
+		return nil, ErrHelp
+	}
+	if cl.version {
+		return nil, ErrVersion
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("command line: unexpected argument %q", fs.Arg(0))
+	}
+
+	kc := NewDefault()
+	loc := &locator{file: cl.configFile, flags: map[string]string{}}
+	var (
+		problems Errors
+		dec      = &decoded{}
+	)
+	if cl.configFile != "" {
+		data, err := e.readFile(cl.configFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading config file %q: %w", cl.configFile, err)
+		}
+		d, decodeProblems := decode(data)
+		for _, p := range decodeProblems {
+			p.File = cl.configFile
+		}
+		if d == nil {
+			return nil, decodeProblems
+		}
+		problems, dec = decodeProblems, d
+		kc, loc.lines = d.config, d.lines
+		SetDefaults(kc)
+		absFile, err := e.abs(cl.configFile)
+		if err != nil {
+			return nil, fmt.Errorf("resolving config file %q: %w", cl.configFile, err)
+		}
+		resolveRelativePaths(kc, filepath.Dir(absFile))
+	}
+
+	// The second pass applies the flags over the file, as the kubelet does.
+	fs, flagPaths := newFlagSet(kc, &cmdline{})
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("command line: %w", err)
+	}
+	fs.Visit(func(f *pflag.Flag) {
+		if path, ok := flagPaths[f.Name]; ok {
+			loc.flags[path] = "--" + f.Name
+		}
+	})
+	MergeEvictionDefaults(kc)
+
+	opts := &Options{
+		Config:           kc,
+		ConfigFile:       cl.configFile,
+		Kubeconfig:       cl.kubeconfig,
+		HostnameOverride: cl.hostnameOverride,
+		Verbosity:        int(kc.Logging.Verbosity),
+	}
+	if fs.Changed("pod-manifest-path") && kc.StaticPodPath != "" {
+		p, err := e.abs(kc.StaticPodPath)
+		if err != nil {
+			return nil, fmt.Errorf("resolving --pod-manifest-path %q: %w", kc.StaticPodPath, err)
+		}
+		kc.StaticPodPath = p
+	}
+	if cl.rootDir == "" {
+		problems = append(problems, &Problem{Flag: "--root-dir", Field: field.Required(field.NewPath("rootDir"), "must be a directory")})
+	} else {
+		p, err := e.abs(cl.rootDir)
+		if err != nil {
+			return nil, fmt.Errorf("resolving --root-dir %q: %w", cl.rootDir, err)
+		}
+		opts.RootDir = p
+	}
+	ips, errs := validateNodeIPs(field.NewPath("nodeIP"), cl.nodeIP)
+	for _, fe := range errs {
+		problems = append(problems, &Problem{Flag: "--node-ip", Field: fe})
+	}
+	opts.NodeIPs = ips
+	name, p, err := nodeName(fs.Changed("hostname-override"), cl.hostnameOverride, e.hostname)
+	if err != nil {
+		return nil, err
+	}
+	if p != nil {
+		problems = append(problems, p)
+	}
+	opts.NodeName = name
+
+	for _, fe := range Validate(kc) {
+		p := loc.locate(fe)
+		if p.Flag == "" && dec.covers(fe.Field) {
+			continue // already reported by the decoder
+		}
+		problems = append(problems, p)
+	}
+	if len(problems) > 0 {
+		sortProblems(problems)
+		return nil, problems
+	}
+	return opts, nil
+}
+
+// nodeName is the lower-cased hostname override, or the machine's hostname.
+func nodeName(overridden bool, override string, hostname func() (string, error)) (string, *Problem, error) {
+	if overridden {
+		name := strings.ToLower(strings.TrimSpace(override))
+		path := field.NewPath("hostnameOverride")
+		if name == "" {
+			return "", &Problem{Flag: "--hostname-override", Field: field.Required(path, "must not be empty")}, nil
+		}
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			return "", &Problem{Flag: "--hostname-override", Field: field.Invalid(path, name, strings.Join(msgs, "; "))}, nil
+		}
+		return name, nil, nil
+	}
+	h, err := hostname()
+	if err != nil {
+		return "", nil, fmt.Errorf("reading the machine's hostname: %w", err)
+	}
+	name := strings.ToLower(strings.TrimSpace(h))
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return "", &Problem{Field: field.Invalid(field.NewPath("nodeName"), name,
+			"the machine's hostname is not a valid node name ("+strings.Join(msgs, "; ")+"); set --hostname-override")}, nil
+	}
+	return name, nil, nil
+}
+
+// resolveRelativePaths makes the file's relative paths relative to the
+// directory holding the file, as the kubelet does.
+func resolveRelativePaths(kc *kubeletv1beta1.KubeletConfiguration, dir string) {
+	paths := []*string{
+		&kc.StaticPodPath,
+		&kc.Authentication.X509.ClientCAFile,
+		&kc.TLSCertFile,
+		&kc.TLSPrivateKeyFile,
+		&kc.VolumePluginDir,
+		&kc.PodLogsDir,
+	}
+	if kc.ResolverConfig != nil {
+		paths = append(paths, kc.ResolverConfig)
+	}
+	for _, p := range paths {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+}
+
+// newFlagSet declares heartlet's flags. Flags that set KubeletConfiguration
+// fields write into kc (which must be defaulted: pointer fields non-nil);
+// the returned map gives the field path each of them sets.
+func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.FlagSet, map[string]string) {
+	fs := pflag.NewFlagSet("heartlet", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	fs.SortFlags = true
+	paths := map[string]string{}
+	cfg := func(name, path string) { paths[name] = path }
+
+	fs.BoolVarP(&cl.help, "help", "h", false, "Print this help and exit.")
+	fs.BoolVar(&cl.version, "version", false, "Print the version and exit.")
+	fs.StringVar(&cl.configFile, "config", cl.configFile, "KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file, YAML or JSON. Command-line flags override its values. Relative paths in it are relative to its directory.")
+	fs.StringVar(&cl.kubeconfig, "kubeconfig", cl.kubeconfig, "Path to a kubeconfig file for the API server. Omit for standalone mode.")
+	fs.StringVar(&cl.rootDir, "root-dir", cl.rootDir, "Directory for heartlet's own files (volumes, plugins, state).")
+	fs.StringVar(&cl.hostnameOverride, "hostname-override", cl.hostnameOverride, "Node name to use instead of the machine's hostname (lower-cased).")
+	fs.StringVar(&cl.nodeIP, "node-ip", cl.nodeIP, "IP address of the node, or one IPv4 and one IPv6 address separated by a comma.")
+
+	fs.VarP(logsapi.VerbosityLevelPflag(&kc.Logging.Verbosity), "v", "v", "Log verbosity (logging.verbosity).")
+	cfg("v", "logging.verbosity")
+	fs.Var(logsapi.VModuleConfigurationPflag(&kc.Logging.VModule), "vmodule", "Per-file log verbosity, pattern=N,... (logging.vmodule).")
+	cfg("vmodule", "logging.vmodule")
+
+	fs.StringVar(&kc.StaticPodPath, "pod-manifest-path", kc.StaticPodPath, "Directory of static pod manifests, or one manifest file (staticPodPath).")
+	cfg("pod-manifest-path", "staticPodPath")
+	fs.DurationVar(&kc.FileCheckFrequency.Duration, "file-check-frequency", kc.FileCheckFrequency.Duration, "How often to re-read the static pod manifests (fileCheckFrequency).")
+	cfg("file-check-frequency", "fileCheckFrequency")
+	fs.DurationVar(&kc.SyncFrequency.Duration, "sync-frequency", kc.SyncFrequency.Duration, "Longest time between two syncs of a pod (syncFrequency).")
+	cfg("sync-frequency", "syncFrequency")
+	fs.StringVar(&kc.ContainerRuntimeEndpoint, "container-runtime-endpoint", kc.ContainerRuntimeEndpoint, "CRI runtime endpoint, unix:///path/to/socket (containerRuntimeEndpoint).")
+	cfg("container-runtime-endpoint", "containerRuntimeEndpoint")
+	fs.StringVar(&kc.ImageServiceEndpoint, "image-service-endpoint", kc.ImageServiceEndpoint, "CRI image service endpoint; empty means the runtime endpoint (imageServiceEndpoint).")
+	cfg("image-service-endpoint", "imageServiceEndpoint")
+	fs.DurationVar(&kc.RuntimeRequestTimeout.Duration, "runtime-request-timeout", kc.RuntimeRequestTimeout.Duration, "Timeout of CRI requests other than pulls, logs, exec and attach (runtimeRequestTimeout).")
+	cfg("runtime-request-timeout", "runtimeRequestTimeout")
+
+	fs.StringVar(&kc.Address, "address", kc.Address, "IP address the authenticated HTTPS server listens on (address).")
+	cfg("address", "address")
+	fs.Int32Var(&kc.Port, "port", kc.Port, "Port of the authenticated HTTPS server (port).")
+	cfg("port", "port")
+	fs.Int32Var(&kc.ReadOnlyPort, "read-only-port", kc.ReadOnlyPort, "Port of the unauthenticated read-only HTTP server; 0 turns it off (readOnlyPort).")
+	cfg("read-only-port", "readOnlyPort")
+	fs.Int32Var(kc.HealthzPort, "healthz-port", *kc.HealthzPort, "Port of the healthz server; 0 turns it off (healthzPort).")
+	cfg("healthz-port", "healthzPort")
+	fs.StringVar(&kc.HealthzBindAddress, "healthz-bind-address", kc.HealthzBindAddress, "IP address the healthz server listens on (healthzBindAddress).")
+	cfg("healthz-bind-address", "healthzBindAddress")
+
+	fs.StringVar(&kc.CgroupDriver, "cgroup-driver", kc.CgroupDriver, "Cgroup driver: cgroupfs or systemd (cgroupDriver).")
+	cfg("cgroup-driver", "cgroupDriver")
+	fs.StringVar(&kc.CgroupRoot, "cgroup-root", kc.CgroupRoot, "Root cgroup for pods (cgroupRoot).")
+	cfg("cgroup-root", "cgroupRoot")
+	fs.BoolVar(kc.CgroupsPerQOS, "cgroups-per-qos", *kc.CgroupsPerQOS, "Create the QoS class and pod cgroup hierarchy (cgroupsPerQOS).")
+	cfg("cgroups-per-qos", "cgroupsPerQOS")
+	fs.Int32Var(&kc.MaxPods, "max-pods", kc.MaxPods, "Most pods this node runs (maxPods).")
+	cfg("max-pods", "maxPods")
+	fs.Int64Var(kc.PodPidsLimit, "pod-max-pids", *kc.PodPidsLimit, "Most processes per pod; -1 means no pod-level limit (podPidsLimit).")
+	cfg("pod-max-pids", "podPidsLimit")
+	fs.BoolVar(kc.FailSwapOn, "fail-swap-on", *kc.FailSwapOn, "Refuse to start when swap is on (failSwapOn).")
+	cfg("fail-swap-on", "failSwapOn")
+
+	fs.Var(cliflag.NewLangleSeparatedMapStringString(&kc.EvictionHard), "eviction-hard", "Hard eviction thresholds, e.g. memory.available<100Mi,nodefs.available<10%; replaces the defaults (evictionHard).")
+	cfg("eviction-hard", "evictionHard")
+	fs.Var(cliflag.NewLangleSeparatedMapStringString(&kc.EvictionSoft), "eviction-soft", "Soft eviction thresholds, e.g. memory.available<300Mi (evictionSoft).")
+	cfg("eviction-soft", "evictionSoft")
+	fs.Var(cliflag.NewMapStringString(&kc.EvictionSoftGracePeriod), "eviction-soft-grace-period", "Grace period of each soft threshold, e.g. memory.available=1m30s (evictionSoftGracePeriod).")
+	cfg("eviction-soft-grace-period", "evictionSoftGracePeriod")
+	fs.Var(cliflag.NewMapStringString(&kc.EvictionMinimumReclaim), "eviction-minimum-reclaim", "Least amount to reclaim per signal, e.g. imagefs.available=2Gi (evictionMinimumReclaim).")
+	cfg("eviction-minimum-reclaim", "evictionMinimumReclaim")
+	fs.DurationVar(&kc.EvictionPressureTransitionPeriod.Duration, "eviction-pressure-transition-period", kc.EvictionPressureTransitionPeriod.Duration, "How long a pressure condition stays after the signal recovers (evictionPressureTransitionPeriod).")
+	cfg("eviction-pressure-transition-period", "evictionPressureTransitionPeriod")
+	fs.Int32Var(&kc.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", kc.EvictionMaxPodGracePeriod, "Longest grace period (seconds) for soft evictions; negative means the pod's own (evictionMaxPodGracePeriod).")
+	cfg("eviction-max-pod-grace-period", "evictionMaxPodGracePeriod")
+
+	fs.StringVar(&kc.ClusterDomain, "cluster-domain", kc.ClusterDomain, "Cluster DNS domain added to pods' search list (clusterDomain).")
+	cfg("cluster-domain", "clusterDomain")
+	fs.StringSliceVar(&kc.ClusterDNS, "cluster-dns", kc.ClusterDNS, "Comma-separated cluster DNS server IPs (clusterDNS).")
+	cfg("cluster-dns", "clusterDNS")
+	fs.StringVar(kc.ResolverConfig, "resolv-conf", *kc.ResolverConfig, "Resolver file pods' DNS configuration starts from; empty for none (resolvConf).")
+	cfg("resolv-conf", "resolvConf")
+	fs.StringVar(&kc.ContainerLogMaxSize, "container-log-max-size", kc.ContainerLogMaxSize, "Size at which a container log is rotated (containerLogMaxSize).")
+	cfg("container-log-max-size", "containerLogMaxSize")
+	fs.Int32Var(kc.ContainerLogMaxFiles, "container-log-max-files", *kc.ContainerLogMaxFiles, "Log files kept per container, at least 2 (containerLogMaxFiles).")
+	cfg("container-log-max-files", "containerLogMaxFiles")
+	fs.BoolVar(kc.SerializeImagePulls, "serialize-image-pulls", *kc.SerializeImagePulls, "Pull one image at a time (serializeImagePulls).")
+	cfg("serialize-image-pulls", "serializeImagePulls")
+	fs.BoolVar(kc.RegisterNode, "register-node", *kc.RegisterNode, "Register the node with the API server (registerNode).")
+	cfg("register-node", "registerNode")
+	fs.DurationVar(&kc.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", kc.NodeStatusUpdateFrequency.Duration, "How often node status is computed and posted on change (nodeStatusUpdateFrequency).")
+	cfg("node-status-update-frequency", "nodeStatusUpdateFrequency")
+	return fs, paths
+}
+
+// IsExit reports whether err from Load asks the caller to exit successfully
+// (after --help or --version).
+func IsExit(err error) bool {
+	return errors.Is(err, ErrHelp) || errors.Is(err, ErrVersion)
 }

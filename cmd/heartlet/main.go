@@ -1,0 +1,189 @@
+// Command heartlet is a Kubernetes node agent (a kubelet).
+//
+//	heartlet [flags]                          run the node agent
+//	heartlet validate --config FILE [flags]   check a configuration, print the effective one
+//	heartlet version                          print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/heartlet/heartlet/internal/agent"
+	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/version"
+)
+
+func main() {
+	c := &command{
+		stdout:   os.Stdout,
+		stderr:   os.Stderr,
+		runAgent: runAgent,
+		exit:     os.Exit,
+	}
+	os.Exit(c.run(context.Background(), os.Args[1:]))
+}
+
+// runAgent builds the agent from opts and runs it until ctx is done.
+func runAgent(ctx context.Context, opts *config.Options) error {
+	a, err := agent.New(opts)
+	if err != nil {
+		return fmt.Errorf("building the agent: %w", err)
+	}
+	return a.Run(ctx)
+}
+
+// command is one invocation of heartlet, with its outputs and the agent
+// runner replaceable for tests.
+type command struct {
+	stdout   io.Writer
+	stderr   io.Writer
+	runAgent func(ctx context.Context, opts *config.Options) error
+	// exit ends the process at once (on a second signal).
+	exit func(code int)
+}
+
+const usageHeader = `heartlet runs the pods of one Kubernetes node through a CRI container runtime.
+
+Usage:
+  heartlet [flags]                          run the node agent
+  heartlet validate --config FILE [flags]   check a configuration and print the effective one
+  heartlet version                          print the version
+
+Flags:
+`
+
+// run executes the command line args (without the program name) and
+// returns the process exit code.
+func (c *command) run(ctx context.Context, args []string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "validate":
+			return c.validate(args[1:])
+		case "version":
+			if len(args) > 1 {
+				fmt.Fprintf(c.stderr, "heartlet: version takes no arguments, got %q\n", args[1])
+				return 1
+			}
+			c.printVersion()
+			return 0
+		}
+	}
+	return c.serve(ctx, args)
+}
+
+func (c *command) printVersion() {
+	fmt.Fprintf(c.stdout, "heartlet %s\n", version.Version)
+}
+
+// load runs config.Load and handles --help, --version and errors; ok is
+// false when the command is done with the returned exit code.
+func (c *command) load(args []string) (opts *config.Options, code int, ok bool) {
+	opts, err := config.Load(args)
+	switch {
+	case errors.Is(err, config.ErrHelp):
+		fmt.Fprint(c.stdout, usageHeader+config.FlagUsages())
+		return nil, 0, false
+	case errors.Is(err, config.ErrVersion):
+		c.printVersion()
+		return nil, 0, false
+	case err != nil:
+		fmt.Fprintln(c.stderr, err)
+		return nil, 1, false
+	}
+	return opts, 0, true
+}
+
+// validate checks the configuration without side effects and prints the
+// effective KubeletConfiguration.
+func (c *command) validate(args []string) int {
+	opts, code, ok := c.load(args)
+	if !ok {
+		return code
+	}
+	out, err := config.MarshalYAML(opts.Config)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "heartlet: %v\n", err)
+		return 1
+	}
+	if _, err := c.stdout.Write(out); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// serve runs the node agent until SIGINT or SIGTERM.
+func (c *command) serve(ctx context.Context, args []string) int {
+	opts, code, ok := c.load(args)
+	if !ok {
+		return code
+	}
+	if err := initLogging(opts); err != nil {
+		fmt.Fprintf(c.stderr, "heartlet: %v\n", err)
+		return 1
+	}
+	ctx, stop := c.signalContext(ctx)
+	defer stop()
+	klog.InfoS("Starting heartlet", "version", version.Version, "node", opts.NodeName, "config", opts.ConfigFile)
+	err := c.runAgent(ctx, opts)
+	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+		fmt.Fprintf(c.stderr, "heartlet: %v\n", err)
+		return 1
+	}
+	klog.InfoS("Heartlet stopped")
+	return 0
+}
+
+// initLogging applies the configured verbosity to klog.
+func initLogging(opts *config.Options) error {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	klog.InitFlags(fs)
+	if err := fs.Set("v", strconv.Itoa(opts.Verbosity)); err != nil {
+		return fmt.Errorf("setting log verbosity: %w", err)
+	}
+	vmodule := logsapi.VModuleConfigurationPflag(&opts.Config.Logging.VModule).String()
+	if err := fs.Set("vmodule", vmodule); err != nil {
+		return fmt.Errorf("setting log vmodule %q: %w", vmodule, err)
+	}
+	return nil
+}
+
+// signalContext returns a context cancelled by the first SIGINT or SIGTERM;
+// a second one exits the process at once. stop releases the signals.
+func (c *command) signalContext(parent context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-signals:
+			klog.InfoS("Shutting down on signal, send another to exit at once", "signal", s.String())
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-signals:
+			klog.InfoS("Exiting at once on second signal", "signal", s.String())
+			c.exit(1)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(signals)
+		close(done)
+		cancel()
+	}
+}

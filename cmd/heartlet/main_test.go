@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/version"
+)
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// newCommand returns a command whose agent runner is fn.
+func newCommand(fn func(ctx context.Context, opts *config.Options) error) (*command, *bytes.Buffer, *bytes.Buffer) {
+	var stdout, stderr bytes.Buffer
+	c := &command{
+		stdout:   &stdout,
+		stderr:   &stderr,
+		runAgent: fn,
+		exit:     func(int) { panic("unexpected exit") },
+	}
+	return c, &stdout, &stderr
+}
+
+func runCommand(t *testing.T, args ...string) result {
+	t.Helper()
+	c, stdout, stderr := newCommand(func(context.Context, *config.Options) error {
+		t.Error("the agent must not run")
+		return nil
+	})
+	code := c.run(t.Context(), args)
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const validConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: /etc/kubernetes/manifests
+maxPods: 20
+`
+
+func TestValidate(t *testing.T) {
+	good := writeFile(t, "good.yaml", validConfig)
+	bad := writeFile(t, "bad.yaml", `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+maxPods: 20
+authentication:
+  webhok: {}
+evictionHard:
+  memory.available: 100Mi
+  memory.available: 200Mi
+syncFrequency: soon
+cgroupDriver: systemdd
+`)
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout []string
+		wantStderr []string
+	}{
+		{
+			name:       "valid file prints the effective configuration",
+			args:       []string{"validate", "--config", good, "--hostname-override=node-a"},
+			wantStdout: []string{"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n", "\nmaxPods: 20\n", "\n  mode: Webhook\n", "\nsyncFrequency: 1m0s\n"},
+		},
+		{
+			name:       "flags override the file",
+			args:       []string{"validate", "--config", good, "--max-pods", "30", "--hostname-override=node-a"},
+			wantStdout: []string{"\nmaxPods: 30\n"},
+		},
+		{
+			name:       "no file uses the command-line defaults",
+			args:       []string{"validate", "--hostname-override=node-a"},
+			wantStdout: []string{"\nreadOnlyPort: 10255\n", "\n  mode: AlwaysAllow\n"},
+		},
+		{
+			name:     "every error with file, line and field path",
+			args:     []string{"validate", "--config", bad, "--hostname-override=node-a"},
+			wantCode: 1,
+			wantStderr: []string{
+				bad + ":5: authentication.webhok: Forbidden: unknown field\n" +
+					bad + ":8: evictionHard[memory.available]: Forbidden: duplicate field, first set on line 7\n" +
+					bad + ":9: syncFrequency: Invalid value: \"soon\": must be a duration such as \"1m30s\"\n" +
+					bad + ":10: cgroupDriver: Unsupported value: \"systemdd\": supported values: \"cgroupfs\", \"systemd\"\n",
+			},
+		},
+		{
+			name:       "bad flag value",
+			args:       []string{"validate", "--config", good, "--max-pods=0", "--hostname-override=node-a"},
+			wantCode:   1,
+			wantStderr: []string{"flag --max-pods: maxPods: Invalid value: 0: must be greater than or equal to 1\n"},
+		},
+		{
+			name:       "missing file",
+			args:       []string{"validate", "--config", filepath.Join(t.TempDir(), "nope.yaml")},
+			wantCode:   1,
+			wantStderr: []string{"reading config file", "no such file or directory"},
+		},
+		{
+			name:       "help",
+			args:       []string{"validate", "--help"},
+			wantStdout: []string{"Usage:\n  heartlet [flags]", "heartlet validate --config FILE [flags]", "--pod-manifest-path string"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCommand(t, tc.args...)
+			if r.code != tc.wantCode {
+				t.Errorf("exit code = %d, want %d\nstderr: %s", r.code, tc.wantCode, r.stderr)
+			}
+			for _, w := range tc.wantStdout {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("stdout does not contain %q:\n%s", w, r.stdout)
+				}
+			}
+			for _, w := range tc.wantStderr {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr does not contain %q:\n%s", w, r.stderr)
+				}
+			}
+			if tc.wantStderr == nil && r.stderr != "" {
+				t.Errorf("unexpected stderr: %s", r.stderr)
+			}
+			if tc.wantCode != 0 && r.stdout != "" {
+				t.Errorf("unexpected stdout on failure: %s", r.stdout)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	want := "heartlet " + version.Version + "\n"
+	for _, args := range [][]string{{"version"}, {"--version"}, {"validate", "--version"}} {
+		r := runCommand(t, args...)
+		if r.code != 0 || r.stdout != want {
+			t.Errorf("%q: exit %d, stdout %q; want 0, %q", args, r.code, r.stdout, want)
+		}
+	}
+	if r := runCommand(t, "version", "extra"); r.code != 1 || !strings.Contains(r.stderr, "takes no arguments") {
+		t.Errorf("version with an argument: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestServe(t *testing.T) {
+	good := writeFile(t, "good.yaml", validConfig)
+	t.Run("bad configuration never starts the agent", func(t *testing.T) {
+		r := runCommand(t, "--config", good, "--max-pods=-1", "--hostname-override=node-a")
+		if r.code != 1 || !strings.Contains(r.stderr, "flag --max-pods: maxPods") {
+			t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+	t.Run("help", func(t *testing.T) {
+		r := runCommand(t, "-h")
+		if r.code != 0 || !strings.Contains(r.stdout, "Flags:\n") {
+			t.Errorf("exit %d, stdout %q", r.code, r.stdout)
+		}
+	})
+	t.Run("agent failure exits 1", func(t *testing.T) {
+		c, _, stderr := newCommand(func(_ context.Context, opts *config.Options) error {
+			if opts.NodeName != "node-a" || opts.Config.MaxPods != 20 {
+				t.Errorf("agent got options %+v", opts)
+			}
+			return errors.New("runtime unreachable")
+		})
+		if code := c.run(t.Context(), []string{"--config", good, "--hostname-override=node-a"}); code != 1 {
+			t.Errorf("exit code = %d, want 1", code)
+		}
+		if !strings.Contains(stderr.String(), "heartlet: runtime unreachable") {
+			t.Errorf("stderr = %q", stderr)
+		}
+	})
+	t.Run("first signal stops, second exits at once", func(t *testing.T) {
+		exited := make(chan int, 1)
+		c, _, stderr := newCommand(func(ctx context.Context, _ *config.Options) error {
+			if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+				return err
+			}
+			if code := <-exited; code != 1 {
+				t.Errorf("exit code on the second signal = %d, want 1", code)
+			}
+			return ctx.Err()
+		})
+		c.exit = func(code int) { exited <- code }
+		if code := c.run(t.Context(), []string{"--config", good, "--hostname-override=node-a"}); code != 0 {
+			t.Errorf("exit code after a signal = %d, want 0; stderr %q", code, stderr)
+		}
+	})
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/metrics"
+	"github.com/heartlet/heartlet/internal/nodestatus"
 	"github.com/heartlet/heartlet/internal/pleg"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podsource/file"
@@ -89,6 +90,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	logger.Info("Connected to container runtime", "endpoint", cfg.ContainerRuntimeEndpoint,
 		"runtime", ver.RuntimeName, "version", ver.RuntimeVersion, "criVersion", ver.RuntimeApiVersion)
 
+	hostname, _ := os.Hostname()
+	nodeIPs, err := nodestatus.NodeIPs(a.opts.NodeName, hostname, a.opts.NodeIPs)
+	if err != nil {
+		return fmt.Errorf("node IP (--node-ip): %w", err)
+	}
+
 	statuses := status.NewManager(a.clock)
 	pl := pleg.New(rt, time.Second, a.clock)
 
@@ -125,7 +132,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	setOwnOOMScoreAdj(logger)
 
 	syncer := podsync.New(podsync.Options{
-		NodeIPs:       a.opts.NodeIPs,
+		NodeIPs:       nodeIPs,
 		PodLogsDir:    cfg.PodLogsDir,
 		ClusterDNS:    cfg.ClusterDNS,
 		ClusterDomain: cfg.ClusterDomain,

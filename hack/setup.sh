@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Prepares a Debian bookworm machine (as root) for heartlet's tests:
+# packages, kernel modules and sysctls, staticcheck and crictl, and the test
+# images. Idempotent; fast when everything is already in place.
+set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+need_root
+start=$(now_ms)
+
+packages=(containerd runc containernetworking-plugins busybox-static umoci skopeo
+	iptables iproute2 procps docker-registry kmod)
+# The race detector needs cgo.
+packages+=(gcc libc6-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+	if [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) != "install ok installed" ]]; then
+		missing+=("$p")
+	fi
+done
+if ((${#missing[@]})); then
+	log "installing packages: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Debian starts the packaged daemons; the test environment runs its own.
+# They are left alone if they were already running before.
+for svc in containerd docker-registry; do
+	if printf '%s\n' "${missing[@]:-}" | grep -qx "$svc" && command -v service >/dev/null; then
+		service "$svc" stop >/dev/null 2>&1 || true
+	fi
+done
+
+# Load the modules unless their features are there already (built in or
+# loaded); modprobe may fail in a container.
+if [[ ! -e /proc/sys/net/bridge/bridge-nf-call-iptables ]]; then
+	modprobe br_netfilter 2>/dev/null || true
+	[[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] || warn "br_netfilter is not available"
+fi
+if ! grep -qw overlay /proc/filesystems; then
+	modprobe overlay 2>/dev/null || true
+	grep -qw overlay /proc/filesystems || die "the kernel has no overlay filesystem"
+fi
+if [[ $(cat /proc/sys/net/ipv4/ip_forward) != 1 ]]; then
+	sysctl -qw net.ipv4.ip_forward=1
+fi
+
+command -v go >/dev/null || die "go is not installed (expected /usr/local/go/bin/go)"
+
+# go_tool BINARY MODULE_PATH PACKAGE@VERSION installs a Go tool into the
+# cache unless the cached binary was built from that module version.
+go_tool() {
+	local bin=$1 mod=$2 pkg=$3 version=${3##*@}
+	if [[ -x $HEARTLET_BIN_DIR/$bin ]] &&
+		go version -m "$HEARTLET_BIN_DIR/$bin" 2>/dev/null | grep -qE "^\s+mod\s+$mod\s+$version\s"; then
+		return 0
+	fi
+	log "installing $pkg into $HEARTLET_BIN_DIR"
+	mkdir -p "$HEARTLET_BIN_DIR"
+	# Outside the repository so that the project's go.mod is not consulted.
+	(cd / && GOBIN=$HEARTLET_BIN_DIR GOFLAGS=-buildvcs=false go install "$pkg")
+}
+go_tool staticcheck honnef.co/go/tools "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+go_tool crictl sigs.k8s.io/cri-tools "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+
+"$HEARTLET_REPO/hack/images.sh"
+
+log "setup done in $(elapsed "$start")"

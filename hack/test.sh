@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The project's test command: static checks, unit tests, then the end-to-end
+# tests against a private containerd (hack/env.sh), which is always torn
+# down and verified clean afterwards. Runs every stage and exits non-zero if
+# any failed. Must run as root.
+#
+# Environment:
+#   HEARTLET_E2E_RUN   passed to the e2e run as -run (select tests)
+#   HEARTLET_SKIP_E2E  set to 1 to stop after the unit tests
+#   HEARTLET_ARTIFACTS directory for the daemons' logs (default: a new
+#                      directory under /tmp)
+set -uo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+need_root
+cd "$HEARTLET_REPO" || die "cannot cd to $HEARTLET_REPO"
+failed=()
+summary=()
+
+# stage NAME CMD... runs one stage and records its result.
+stage() {
+	local name=$1 start rc=0
+	shift
+	log "==> $name"
+	start=$(now_ms)
+	"$@" || rc=$?
+	if ((rc == 0)); then
+		summary+=("ok      $name ($(elapsed "$start"))")
+	else
+		summary+=("FAILED  $name ($(elapsed "$start"), exit $rc)")
+		failed+=("$name")
+	fi
+	return $rc
+}
+
+finish() {
+	log "==> summary"
+	printf '  %s\n' "${summary[@]}" >&2
+	if ((${#failed[@]})); then
+		log "FAILED: ${failed[*]}"
+		exit 1
+	fi
+	log "all stages passed"
+	exit 0
+}
+
+gofmt_check() {
+	local out
+	out=$(gofmt -l .) || return 1
+	if [[ -n $out ]]; then
+		echo "gofmt needed on:" >&2
+		echo "$out" >&2
+		return 1
+	fi
+}
+
+stage setup hack/setup.sh || finish
+stage gofmt gofmt_check
+# With the e2e tag the checks cover the end-to-end tests too.
+stage vet go vet -tags e2e ./...
+stage staticcheck staticcheck -tags e2e ./...
+stage unit go test -race ./...
+
+if [[ ${HEARTLET_SKIP_E2E:-} == 1 ]]; then
+	finish
+fi
+
+artifacts=${HEARTLET_ARTIFACTS:-$(mktemp -d /tmp/heartlet-test.XXXXXX)}
+mkdir -p "$artifacts"
+env_stopped=false
+stop_env() {
+	$env_stopped && return 0
+	env_stopped=true
+	HEARTLET_ENV_LOGS=$artifacts stage env-stop hack/env.sh stop
+	stage env-verify-clean hack/env.sh verify-clean
+	log "daemon logs kept in $artifacts"
+}
+trap 'stop_env; finish' EXIT
+trap 'log "interrupted"; failed+=(interrupted); exit 130' INT TERM
+
+e2e() {
+	# shellcheck source=/dev/null
+	source "$HEARTLET_ENV_FILE"
+	local args=(-tags e2e -count=1 -v -timeout 30m)
+	[[ -n ${HEARTLET_E2E_RUN:-} ]] && args+=(-run "$HEARTLET_E2E_RUN")
+	HEARTLET_BIN=$HEARTLET_REPO/bin/heartlet go test "${args[@]}" ./test/e2e/...
+}
+
+# A fresh environment: nothing left from earlier runs or other users.
+env_start() {
+	if hack/env.sh status >/dev/null 2>&1; then
+		log "restarting the running test environment for a clean run"
+		hack/env.sh stop || return 1
+	fi
+	hack/env.sh start
+}
+
+if stage env-start env_start &&
+	stage build go build -o bin/heartlet ./cmd/heartlet; then
+	stage e2e e2e
+fi
+# The EXIT trap stops the environment and prints the summary.

@@ -1,0 +1,253 @@
+// Package apiserver is the cluster pod source: it watches the pods the
+// scheduler (or a user) bound to this node and delivers the full set of them
+// every time it changes.
+//
+// Rules:
+//
+//   - Only pods with spec.nodeName equal to this node are listed and
+//     watched; the field selector is part of every list and watch request,
+//     as the Node authorizer refuses a node's unrestricted pod list.
+//   - The first set is delivered only once the initial list is complete, so
+//     a consumer that waits for every source before removing anything never
+//     removes a pod because the API source had not spoken yet.
+//   - After that, every add, update and delete leads to a delivery of the
+//     complete current set. Bursts of events are coalesced into one delivery:
+//     the informer's handler only raises a signal and never blocks; one
+//     goroutine builds and delivers the set.
+//   - Each delivered pod is a private deep copy, annotated with
+//     kubernetes.io/config.source=api (overriding any value the object
+//     carries, so an API pod can never pass for a static pod) and
+//     kubernetes.io/config.seen, the time this source first saw the pod's UID.
+//     The informer's cache is never modified.
+//   - Mirror pods (the API copies of static pods, annotated
+//     kubernetes.io/config.mirror) are not desired pods and are left out of
+//     the set; MirrorPods returns them for the mirror pod manager.
+//   - Pods in a terminal phase (Succeeded or Failed) stay in the set until
+//     they are deleted from the API: the pod workers see the phase in the
+//     delivered status and must not start them again. A pod deleted from the
+//     API disappears from the next set.
+//   - There is no periodic resync of the informer; the pod workers resync on
+//     their own.
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/podconfig"
+)
+
+// SourceName is the name of this source in podconfig, also the value of the
+// kubernetes.io/config.source annotation of its pods.
+const SourceName = podconfig.SourceAPIServer
+
+// nodeNameField is the pod field the list and watch requests select on.
+const nodeNameField = "spec.nodeName"
+
+// Source watches the pods bound to one node.
+type Source struct {
+	nodeName string
+	sink     func([]*v1.Pod)
+	clock    clock.PassiveClock
+	informer cache.SharedIndexInformer
+
+	// signal holds at most one pending "the set changed" notice.
+	signal  chan struct{}
+	synced  atomic.Bool
+	running atomic.Bool
+
+	// firstSeen records when each delivered UID was first seen (RFC 3339
+	// with nanoseconds). Owned by the goroutine that delivers.
+	firstSeen map[types.UID]string
+}
+
+// New returns a source for the pods bound to node nodeName, read through
+// kube. sink receives the full set of desired pods after every change; it
+// is called from one goroutine of Run at a time, may block (later changes
+// are then coalesced into the next delivery), and owns the pods it
+// receives. New starts nothing.
+func New(kube kubernetes.Interface, nodeName string, sink func([]*v1.Pod)) *Source {
+	if sink == nil {
+		sink = func([]*v1.Pod) {}
+	}
+	selector := fields.OneTermEqualSelector(nodeNameField, nodeName).String()
+	pods := kube.CoreV1().Pods(metav1.NamespaceAll)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = selector
+			return pods.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = selector
+			return pods.Watch(ctx, opts)
+		},
+	}
+	informer := cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(lw, kube),
+		&v1.Pod{},
+		cache.SharedIndexInformerOptions{ObjectDescription: "pods of node " + nodeName},
+	)
+	// Managed fields are never read here; dropping them before the object
+	// is stored keeps the cache small. The error is only returned once the
+	// informer has started, which it has not.
+	_ = informer.SetTransform(dropManagedFields)
+	return &Source{
+		nodeName:  nodeName,
+		sink:      sink,
+		clock:     clock.RealClock{},
+		informer:  informer,
+		signal:    make(chan struct{}, 1),
+		firstSeen: map[types.UID]string{},
+	}
+}
+
+// HasSynced reports whether the initial list of the node's pods is
+// complete. It turns true just before the first set is handed to the sink;
+// from then on MirrorPods is complete too.
+func (s *Source) HasSynced() bool {
+	return s.synced.Load()
+}
+
+// MirrorPods returns copies of the mirror pods bound to this node, sorted by
+// UID, from the informer's cache. Until HasSynced reports true the list may
+// be incomplete.
+func (s *Source) MirrorPods() []*v1.Pod {
+	var out []*v1.Pod
+	for _, obj := range s.informer.GetStore().List() {
+		p, ok := obj.(*v1.Pod)
+		if !ok || p.Spec.NodeName != s.nodeName || !isMirror(p) {
+			continue
+		}
+		out = append(out, p.DeepCopy())
+	}
+	sortByUID(out)
+	return out
+}
+
+// Run lists and watches the node's pods and delivers the full set after the
+// initial list and after every change, until ctx is done; then it returns
+// nil. Failing list or watch requests are retried with backoff by the
+// informer and logged; they do not end Run. Run may be called only once.
+func (s *Source) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("api pod source of node %s: already running", s.nodeName)
+	}
+	logger := klog.FromContext(ctx).WithValues("source", SourceName, "node", s.nodeName)
+	ctx = klog.NewContext(ctx, logger)
+
+	reg, err := s.informer.AddEventHandlerWithOptions(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(_ any, initial bool) {
+			// The initial list is delivered as a whole once it is complete.
+			if !initial {
+				s.poke()
+			}
+		},
+		UpdateFunc: func(any, any) { s.poke() },
+		DeleteFunc: func(any) { s.poke() },
+	}, cache.HandlerOptions{Logger: &logger})
+	if err != nil {
+		return fmt.Errorf("watch pods of node %s: %w", s.nodeName, err)
+	}
+
+	// The informer stops with ctx; Run waits for it so nothing outlives Run.
+	var wg sync.WaitGroup
+	wg.Go(func() { s.informer.RunWithContext(ctx) })
+	defer wg.Wait()
+
+	// The handler has seen the initial list only after the cache is
+	// complete, so waiting for it covers both.
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		return nil
+	}
+	// Changes already signalled are part of the first delivery.
+	select {
+	case <-s.signal:
+	default:
+	}
+	s.synced.Store(true)
+	n := s.deliver(ctx)
+	logger.Info("Listed pods bound to node", "pods", n)
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.signal:
+		}
+		s.deliver(ctx)
+	}
+}
+
+// poke records that the set changed. It never blocks: a notice already
+// pending covers this change too.
+func (s *Source) poke() {
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+// deliver builds the current set from the informer's cache, hands it to the
+// sink and returns its size.
+func (s *Source) deliver(ctx context.Context) int {
+	now := s.clock.Now().Format(time.RFC3339Nano)
+	seen := make(map[types.UID]string, len(s.firstSeen))
+	var pods []*v1.Pod
+	for _, obj := range s.informer.GetStore().List() {
+		p, ok := obj.(*v1.Pod)
+		if !ok || p.Spec.NodeName != s.nodeName || isMirror(p) {
+			continue
+		}
+		first, ok := s.firstSeen[p.UID]
+		if !ok {
+			first = now
+		}
+		seen[p.UID] = first
+		cp := p.DeepCopy()
+		if cp.Annotations == nil {
+			cp.Annotations = map[string]string{}
+		}
+		cp.Annotations[podconfig.AnnotationConfigSource] = SourceName
+		cp.Annotations[podconfig.AnnotationConfigSeen] = first
+		pods = append(pods, cp)
+	}
+	s.firstSeen = seen
+	sortByUID(pods)
+	klog.FromContext(ctx).V(4).Info("Delivering pods bound to node", "pods", len(pods))
+	s.sink(pods)
+	return len(pods)
+}
+
+// dropManagedFields clears the managed fields of a pod on its way into the
+// informer's cache.
+func dropManagedFields(obj any) (any, error) {
+	if p, ok := obj.(*v1.Pod); ok {
+		p.ManagedFields = nil
+	}
+	return obj, nil
+}
+
+// isMirror reports whether p is a mirror pod.
+func isMirror(p *v1.Pod) bool {
+	_, ok := p.Annotations[podconfig.AnnotationConfigMirror]
+	return ok
+}
+
+func sortByUID(pods []*v1.Pod) {
+	sort.Slice(pods, func(i, j int) bool { return pods[i].UID < pods[j].UID })
+}

@@ -1,0 +1,719 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/heartlet/heartlet/internal/podconfig"
+)
+
+// syncerEnv is a Syncer on a fake clientset and a fake clock.
+type syncerEnv struct {
+	s    *Syncer
+	m    *Manager
+	kube *fake.Clientset
+	clk  *clocktesting.FakeClock
+}
+
+func newSyncerEnv(t *testing.T, opts SyncerOptions, objs ...runtime.Object) *syncerEnv {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(t0)
+	m := NewManager(clk)
+	kube := fake.NewClientset(objs...)
+	return &syncerEnv{s: NewSyncer(kube, m, clk, opts), m: m, kube: kube, clk: clk}
+}
+
+// round runs one round and returns the API actions it made.
+func (e *syncerEnv) round(t *testing.T, full bool) []clienttesting.Action {
+	t.Helper()
+	e.kube.ClearActions()
+	e.s.syncRound(context.Background(), full)
+	return e.kube.Actions()
+}
+
+func (e *syncerEnv) apiPod(t *testing.T, ns, name string) *v1.Pod {
+	t.Helper()
+	p, err := e.kube.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pod %s/%s: %v", ns, name, err)
+	}
+	return p
+}
+
+// verbs summarizes actions as "verb" or "verb/subresource".
+func verbs(actions []clienttesting.Action) []string {
+	var out []string
+	for _, a := range actions {
+		v := a.GetVerb()
+		if sub := a.GetSubresource(); sub != "" {
+			v += "/" + sub
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func countVerb(actions []clienttesting.Action, verb string) int {
+	n := 0
+	for _, v := range verbs(actions) {
+		if v == verb {
+			n++
+		}
+	}
+	return n
+}
+
+func patches(actions []clienttesting.Action) []clienttesting.PatchAction {
+	var out []clienttesting.PatchAction
+	for _, a := range actions {
+		if p, ok := a.(clienttesting.PatchAction); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// apiPod returns a pod as the API holds it, bound to the node, pending.
+func boundPod(ns, name, uid string) *v1.Pod {
+	p := namedPod(ns, name, uid)
+	p.Spec.NodeName = "node-a"
+	p.Annotations = map[string]string{podconfig.AnnotationConfigSource: podconfig.SourceAPIServer}
+	p.Status = v1.PodStatus{Phase: v1.PodPending, QOSClass: v1.PodQOSBestEffort}
+	return p
+}
+
+func staticPod(ns, name, uid string) *v1.Pod {
+	p := namedPod(ns, name, uid)
+	p.Spec.NodeName = "node-a"
+	p.Annotations = map[string]string{
+		podconfig.AnnotationConfigSource: podconfig.SourceFile,
+		podconfig.AnnotationConfigHash:   uid,
+	}
+	return p
+}
+
+func sameVerbs(got, want []string) bool {
+	return strings.Join(got, ",") == strings.Join(want, ",")
+}
+
+func TestSyncerPatchesOncePerChange(t *testing.T) {
+	pod := boundPod("default", "web", "uid-1")
+	e := newSyncerEnv(t, SyncerOptions{}, pod)
+
+	steps := []struct {
+		name   string
+		status *v1.PodStatus // nil: no SetPodStatus before the round
+		want   []string
+	}{
+		{name: "first write reads the API object then patches", status: ptr.To(runningStatus(t0)), want: []string{"get", "patch/status"}},
+		{name: "nothing changed, nothing sent", want: nil},
+		{name: "same status again does not count as a change", status: ptr.To(runningStatus(t0)), want: nil},
+		{name: "a real change is one patch without a read", status: ptr.To(func() v1.PodStatus {
+			s := runningStatus(t0)
+			s.ContainerStatuses[0].Ready = false
+			return s
+		}()), want: []string{"patch/status"}},
+		{name: "and it is not sent twice", want: nil},
+	}
+	for _, step := range steps {
+		if step.status != nil {
+			e.m.SetPodStatus(pod, *step.status)
+		}
+		got := verbs(e.round(t, false))
+		if !sameVerbs(got, step.want) {
+			t.Fatalf("%s: actions = %v, want %v", step.name, got, step.want)
+		}
+	}
+	api := e.apiPod(t, "default", "web")
+	if api.Status.Phase != v1.PodRunning || len(api.Status.ContainerStatuses) != 1 || api.Status.ContainerStatuses[0].Ready {
+		t.Errorf("API status = %+v, want Running with one not-ready container", api.Status)
+	}
+	if api.Status.QOSClass != v1.PodQOSBestEffort {
+		t.Errorf("API qosClass = %q, want the API's value kept", api.Status.QOSClass)
+	}
+}
+
+func TestSyncerPatchCarriesUIDPrecondition(t *testing.T) {
+	pod := boundPod("default", "web", "uid-1")
+	e := newSyncerEnv(t, SyncerOptions{}, pod)
+	e.m.SetPodStatus(pod, runningStatus(t0))
+	ps := patches(e.round(t, false))
+	if len(ps) != 1 {
+		t.Fatalf("patches = %d, want 1", len(ps))
+	}
+	p := ps[0]
+	if p.GetPatchType() != types.StrategicMergePatchType || p.GetSubresource() != "status" || p.GetName() != "web" || p.GetNamespace() != "default" {
+		t.Errorf("patch = %s %s/%s/%s, want strategic merge of default/web/status", p.GetPatchType(), p.GetNamespace(), p.GetName(), p.GetSubresource())
+	}
+	var body struct {
+		Metadata struct {
+			UID types.UID `json:"uid"`
+		} `json:"metadata"`
+		Status map[string]any `json:"status"`
+	}
+	if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+		t.Fatalf("decode patch %s: %v", p.GetPatch(), err)
+	}
+	if body.Metadata.UID != "uid-1" {
+		t.Errorf("patch metadata.uid = %q, want uid-1 (patch %s)", body.Metadata.UID, p.GetPatch())
+	}
+	if body.Status["phase"] != string(v1.PodRunning) {
+		t.Errorf("patch status.phase = %v, want Running (patch %s)", body.Status["phase"], p.GetPatch())
+	}
+}
+
+func TestSyncerBatchesChanges(t *testing.T) {
+	pod := boundPod("default", "web", "uid-1")
+	e := newSyncerEnv(t, SyncerOptions{}, pod)
+	rounds := make(chan struct{}, 10)
+	e.s.afterRound = func() { rounds <- struct{}{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	<-rounds // the initial round, nothing to do
+
+	for i := range 5 {
+		st := runningStatus(t0)
+		st.ContainerStatuses[0].RestartCount = int32(i)
+		e.m.SetPodStatus(pod, st)
+	}
+	waitForWaiters(t, e.clk, 2) // the resync ticker and the batch timer
+	e.kube.ClearActions()
+	e.clk.Step(DefaultBatchPeriod)
+	<-rounds
+	acts := e.kube.Actions()
+	if n := countVerb(acts, "patch/status"); n != 1 {
+		t.Fatalf("patches after 5 quick changes = %d, want 1 (actions %v)", n, verbs(acts))
+	}
+	if got := e.apiPod(t, "default", "web").Status.ContainerStatuses[0].RestartCount; got != 4 {
+		t.Errorf("API restartCount = %d, want the last value 4", got)
+	}
+
+	// A full reconcile with nothing changed sends nothing.
+	e.kube.ClearActions()
+	e.clk.Step(DefaultResyncPeriod - DefaultBatchPeriod)
+	<-rounds
+	if acts := e.kube.Actions(); len(acts) != 0 {
+		t.Errorf("resync with no change made %v", verbs(acts))
+	}
+}
+
+// waitForWaiters waits until clk has n timers or tickers waiting.
+func waitForWaiters(t *testing.T, clk *clocktesting.FakeClock, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return clk.Waiters() == n, nil
+	})
+	if err != nil {
+		t.Fatalf("clock waiters = %d, want %d", clk.Waiters(), n)
+	}
+}
+
+func TestSyncerStaticPodStatusGoesToMirror(t *testing.T) {
+	static := staticPod("kube-system", "etcd-node-a", "static-uid")
+	mirror := static.DeepCopy()
+	mirror.UID = "mirror-uid"
+	mirror.Annotations[podconfig.AnnotationConfigMirror] = "static-uid"
+	var (
+		mu      sync.Mutex
+		present bool
+	)
+	opts := SyncerOptions{
+		MirrorPod: func(p *v1.Pod) (*v1.Pod, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if p.UID != static.UID {
+				t.Errorf("MirrorPod called with %s, want the static pod", p.UID)
+			}
+			return mirror, present
+		},
+		CanDelete: func(types.UID) bool { return true },
+	}
+	e := newSyncerEnv(t, opts, mirror)
+	e.m.SetPodStatus(static, runningStatus(t0))
+
+	if acts := e.round(t, false); len(acts) != 0 {
+		t.Fatalf("without a mirror pod: actions %v, want none", verbs(acts))
+	}
+	mu.Lock()
+	present = true
+	mu.Unlock()
+	ps := patches(e.round(t, false))
+	if len(ps) != 1 || ps[0].GetName() != "etcd-node-a" || ps[0].GetNamespace() != "kube-system" {
+		t.Fatalf("patches = %v, want one on kube-system/etcd-node-a", ps)
+	}
+	if !strings.Contains(string(ps[0].GetPatch()), `"uid":"mirror-uid"`) {
+		t.Errorf("patch %s does not carry the mirror's UID", ps[0].GetPatch())
+	}
+	if got := e.apiPod(t, "kube-system", "etcd-node-a").Status.Phase; got != v1.PodRunning {
+		t.Errorf("mirror phase = %q, want Running", got)
+	}
+
+	// A static pod is never deleted through the API, even when its pod
+	// object claims a deletion.
+	del := static.DeepCopy()
+	del.DeletionTimestamp = &metav1.Time{Time: t0}
+	e.m.SetPodStatus(del, terminatedStatus(v1.PodSucceeded, 0))
+	if n := countVerb(e.round(t, false), "delete"); n != 0 {
+		t.Errorf("static pod: %d deletes, want 0", n)
+	}
+}
+
+func TestSyncerNeverRegressesTerminalPhaseInAPI(t *testing.T) {
+	pod := boundPod("default", "job", "uid-1")
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	ready := metav1.NewTime(t0.Add(-time.Hour))
+	pod.Status = v1.PodStatus{
+		Phase:     v1.PodSucceeded,
+		Reason:    "Done",
+		StartTime: &ready,
+		Conditions: []v1.PodCondition{
+			{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: ready},
+			{Type: "example.com/Custom", Status: v1.ConditionTrue, LastTransitionTime: ready},
+		},
+	}
+	e := newSyncerEnv(t, SyncerOptions{}, pod)
+	// The Manager starts afresh, as after a restart, from a pod without
+	// status and computes Pending.
+	local := pod.DeepCopy()
+	local.Status = v1.PodStatus{}
+	e.m.SetPodStatus(local, v1.PodStatus{
+		Phase:      v1.PodPending,
+		Conditions: []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue}},
+	})
+	e.round(t, false)
+	api := e.apiPod(t, "default", "job")
+	if api.Status.Phase != v1.PodSucceeded || api.Status.Reason != "Done" {
+		t.Errorf("API phase = %q reason %q, want Succeeded/Done kept", api.Status.Phase, api.Status.Reason)
+	}
+	if c := findCondition(api.Status.Conditions, v1.PodScheduled); c == nil || !c.LastTransitionTime.Equal(&ready) {
+		t.Errorf("PodScheduled = %+v, want transition time %v kept", c, ready)
+	}
+	if c := findCondition(api.Status.Conditions, "example.com/Custom"); c == nil {
+		t.Errorf("foreign condition dropped: %+v", api.Status.Conditions)
+	}
+	if api.Status.StartTime == nil || !api.Status.StartTime.Equal(&ready) {
+		t.Errorf("startTime = %v, want %v kept", api.Status.StartTime, ready)
+	}
+}
+
+func TestSyncerAPIErrors(t *testing.T) {
+	gr := schema.GroupResource{Resource: "pods"}
+	tests := []struct {
+		name string
+		// verb and err make the fake API fail every such call.
+		verb string
+		err  error
+		// retried: a later round (after the backoff) calls the API again.
+		retried bool
+	}{
+		{name: "pod gone on patch", verb: "patch", err: apierrors.NewNotFound(gr, "web")},
+		{name: "pod gone on get", verb: "get", err: apierrors.NewNotFound(gr, "web")},
+		{name: "UID precondition fails", verb: "patch", err: apierrors.NewConflict(gr, "web", errors.New("precondition failed: UID"))},
+		{name: "server error is retried", verb: "patch", err: apierrors.NewInternalError(errors.New("etcd timeout")), retried: true},
+		{name: "get error is retried", verb: "get", err: apierrors.NewServiceUnavailable("busy"), retried: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := boundPod("default", "web", "uid-1")
+			e := newSyncerEnv(t, SyncerOptions{}, pod)
+			e.kube.PrependReactor(tt.verb, "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tt.err
+			})
+			e.m.SetPodStatus(pod, runningStatus(t0))
+			if n := len(e.round(t, false)); n == 0 {
+				t.Fatalf("first round made no call")
+			}
+			// Right away: forgotten pods and pods in backoff are skipped.
+			if acts := e.round(t, false); len(acts) != 0 {
+				t.Errorf("second round: %v, want no call", verbs(acts))
+			}
+			e.clk.Step(2 * DefaultBatchPeriod)
+			st := runningStatus(t0)
+			st.ContainerStatuses[0].RestartCount = 1
+			e.m.SetPodStatus(pod, st)
+			acts := e.round(t, true)
+			if tt.retried && len(acts) == 0 {
+				t.Errorf("after the backoff: no call, want a retry")
+			}
+			if !tt.retried && len(acts) != 0 {
+				t.Errorf("forgotten pod: %v, want no call", verbs(acts))
+			}
+			if _, ok := e.m.GetPodStatus(pod.UID); !ok {
+				t.Errorf("pod removed from the Manager, want it kept (it is not deleting)")
+			}
+		})
+	}
+}
+
+func TestSyncerBackoffGrows(t *testing.T) {
+	pod := boundPod("default", "web", "uid-1")
+	e := newSyncerEnv(t, SyncerOptions{}, pod)
+	e.kube.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInternalError(errors.New("boom"))
+	})
+	e.m.SetPodStatus(pod, runningStatus(t0))
+	wantWaits := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+	for i, want := range wantWaits {
+		retry := e.s.syncRound(context.Background(), false)
+		if got := retry.Sub(e.clk.Now()); got != want {
+			t.Fatalf("failure %d: retry in %v, want %v", i+1, got, want)
+		}
+		e.clk.Step(want)
+	}
+}
+
+func TestSyncerDeletesAfterTermination(t *testing.T) {
+	deleted := metav1.NewTime(t0)
+	pod := boundPod("default", "web", "uid-1")
+	pod.DeletionTimestamp = &deleted
+	pod.DeletionGracePeriodSeconds = ptr.To[int64](30)
+	var (
+		mu        sync.Mutex
+		canDelete bool
+	)
+	e := newSyncerEnv(t, SyncerOptions{CanDelete: func(uid types.UID) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return canDelete && uid == "uid-1"
+	}}, pod)
+	e.m.SetPodStatus(pod, runningStatus(t0))
+
+	acts := e.round(t, false)
+	if n := countVerb(acts, "delete"); n != 0 {
+		t.Fatalf("deleted before the workers finished: %v", verbs(acts))
+	}
+	e.m.SetPodStatus(pod, terminatedStatus(v1.PodSucceeded, 0))
+	if n := countVerb(e.round(t, false), "delete"); n != 0 {
+		t.Fatalf("deleted before the workers finished")
+	}
+
+	mu.Lock()
+	canDelete = true
+	mu.Unlock()
+	acts = e.round(t, false)
+	if !sameVerbs(verbs(acts), []string{"delete"}) {
+		t.Fatalf("actions = %v, want one delete (the final status was already sent)", verbs(acts))
+	}
+	d := acts[0].(clienttesting.DeleteAction)
+	opts := d.GetDeleteOptions()
+	if d.GetName() != "web" {
+		t.Errorf("deleted %s, want web", d.GetName())
+	}
+	if g := opts.GracePeriodSeconds; g == nil || *g != 0 {
+		t.Errorf("delete grace period = %v, want 0", ptr.Deref(g, -1))
+	}
+	if opts.Preconditions == nil || opts.Preconditions.UID == nil || *opts.Preconditions.UID != "uid-1" {
+		t.Errorf("delete preconditions = %+v, want UID uid-1", opts.Preconditions)
+	}
+	if _, ok := e.m.GetPodStatus("uid-1"); ok {
+		t.Errorf("pod still in the Manager after deletion")
+	}
+	if _, err := e.kube.CoreV1().Pods("default").Get(context.Background(), "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pod still in the API: %v", err)
+	}
+}
+
+func TestSyncerSendsFinalStatusBeforeDelete(t *testing.T) {
+	deleted := metav1.NewTime(t0)
+	pod := boundPod("default", "web", "uid-1")
+	e := newSyncerEnv(t, SyncerOptions{
+		CanDelete: func(types.UID) bool { return true },
+		// The deletion is only visible in the API's copy.
+		GetPod: func(ns, name string) (*v1.Pod, bool) {
+			p := pod.DeepCopy()
+			p.DeletionTimestamp = &deleted
+			return p, ns == "default" && name == "web"
+		},
+	}, pod)
+	e.m.SetPodStatus(pod, terminatedStatus(v1.PodFailed, 1))
+	acts := e.round(t, false)
+	if !sameVerbs(verbs(acts), []string{"patch/status", "delete"}) {
+		t.Fatalf("actions = %v, want the final status patch then the delete", verbs(acts))
+	}
+	if !strings.Contains(string(patches(acts)[0].GetPatch()), `"phase":"Failed"`) {
+		t.Errorf("final patch %s lacks the terminal phase", patches(acts)[0].GetPatch())
+	}
+}
+
+func TestSyncerDeleteErrors(t *testing.T) {
+	gr := schema.GroupResource{Resource: "pods"}
+	tests := []struct {
+		name        string
+		err         error
+		wantRemoved bool
+	}{
+		{name: "already gone", err: apierrors.NewNotFound(gr, "web"), wantRemoved: true},
+		{name: "replaced by another pod", err: apierrors.NewConflict(gr, "web", errors.New("uid")), wantRemoved: true},
+		{name: "server error keeps the pod for a retry", err: apierrors.NewInternalError(errors.New("boom"))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			deleted := metav1.NewTime(t0)
+			pod := boundPod("default", "web", "uid-1")
+			pod.DeletionTimestamp = &deleted
+			e := newSyncerEnv(t, SyncerOptions{CanDelete: func(types.UID) bool { return true }}, pod)
+			e.kube.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, tt.err
+			})
+			e.m.SetPodStatus(pod, terminatedStatus(v1.PodSucceeded, 0))
+			if n := countVerb(e.round(t, false), "delete"); n != 1 {
+				t.Fatalf("deletes = %d, want 1", n)
+			}
+			if _, ok := e.m.GetPodStatus(pod.UID); ok == tt.wantRemoved {
+				t.Errorf("pod in Manager = %v, want %v", ok, !tt.wantRemoved)
+			}
+			if !tt.wantRemoved {
+				e.clk.Step(2 * DefaultBatchPeriod)
+				if n := countVerb(e.round(t, false), "delete"); n != 1 {
+					t.Errorf("retry deletes = %d, want 1", n)
+				}
+			}
+		})
+	}
+}
+
+func TestSyncerReconcileRewritesOverwrittenStatus(t *testing.T) {
+	pod := boundPod("default", "web", "uid-1")
+	var (
+		mu     sync.Mutex
+		cached *v1.Pod
+	)
+	e := newSyncerEnv(t, SyncerOptions{GetPod: func(ns, name string) (*v1.Pod, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return cached, cached != nil
+	}}, pod)
+	setCache := func(p *v1.Pod) {
+		mu.Lock()
+		defer mu.Unlock()
+		cached = p
+	}
+	setCache(pod.DeepCopy())
+	e.m.SetPodStatus(pod, runningStatus(t0))
+	if n := countVerb(e.round(t, false), "patch/status"); n != 1 {
+		t.Fatalf("first round patches = %d, want 1", n)
+	}
+	if n := countVerb(e.round(t, false), "get"); n != 0 {
+		t.Errorf("the cache was given, yet the pod was read %d times", n)
+	}
+
+	// The cache catches up: nothing to reconcile.
+	setCache(e.apiPod(t, "default", "web"))
+	if acts := e.round(t, true); len(acts) != 0 {
+		t.Errorf("reconcile of an up-to-date pod: %v", verbs(acts))
+	}
+
+	// Someone else overwrites the status.
+	overwritten := e.apiPod(t, "default", "web")
+	overwritten.Status.Phase = v1.PodPending
+	overwritten.Status.ContainerStatuses = nil
+	if _, err := e.kube.CoreV1().Pods("default").UpdateStatus(context.Background(), overwritten, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setCache(overwritten)
+	if acts := e.round(t, false); len(acts) != 0 {
+		t.Errorf("an ordinary round reconciled: %v", verbs(acts))
+	}
+	if n := countVerb(e.round(t, true), "patch/status"); n != 1 {
+		t.Fatalf("reconcile patches = %d, want 1", n)
+	}
+	if got := e.apiPod(t, "default", "web").Status.Phase; got != v1.PodRunning {
+		t.Errorf("phase after reconcile = %q, want Running", got)
+	}
+}
+
+func TestSyncerForgetsRemovedPods(t *testing.T) {
+	pod := boundPod("default", "web", "uid-1")
+	e := newSyncerEnv(t, SyncerOptions{}, pod)
+	e.m.SetPodStatus(pod, runningStatus(t0))
+	e.round(t, false)
+	if len(e.s.records) != 1 {
+		t.Fatalf("records = %d, want 1", len(e.s.records))
+	}
+	e.m.RemovePod(pod.UID)
+	if acts := e.round(t, false); len(acts) != 0 {
+		t.Errorf("removed pod: %v", verbs(acts))
+	}
+	if len(e.s.records) != 0 {
+		t.Errorf("records = %d after the pod was removed, want 0", len(e.s.records))
+	}
+}
+
+func TestMergeStatus(t *testing.T) {
+	old := metav1.NewTime(t0.Add(-time.Hour))
+	now := metav1.NewTime(t0)
+	tests := []struct {
+		name  string
+		api   v1.PodStatus
+		cur   v1.PodStatus
+		check func(t *testing.T, got v1.PodStatus)
+	}{
+		{
+			name: "unchanged condition keeps the API's transition time",
+			api:  v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: old}}},
+			cur:  v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now}}},
+			check: func(t *testing.T, got v1.PodStatus) {
+				if c := findCondition(got.Conditions, v1.PodReady); c == nil || !c.LastTransitionTime.Equal(&old) {
+					t.Errorf("Ready = %+v, want transition %v", c, old)
+				}
+			},
+		},
+		{
+			name: "changed condition takes the new transition time",
+			api:  v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse, LastTransitionTime: old}}},
+			cur:  v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue, LastTransitionTime: now}}},
+			check: func(t *testing.T, got v1.PodStatus) {
+				if c := findCondition(got.Conditions, v1.PodReady); c == nil || c.Status != v1.ConditionTrue || !c.LastTransitionTime.Equal(&now) {
+					t.Errorf("Ready = %+v, want True at %v", c, now)
+				}
+			},
+		},
+		{
+			name: "foreign conditions stay as the API has them, in order",
+			api: v1.PodStatus{Conditions: []v1.PodCondition{
+				{Type: "example.com/Gate", Status: v1.ConditionFalse},
+				{Type: v1.PodReady, Status: v1.ConditionFalse},
+			}},
+			cur: v1.PodStatus{Conditions: []v1.PodCondition{
+				{Type: v1.PodReady, Status: v1.ConditionTrue},
+				{Type: "example.com/Gate", Status: v1.ConditionTrue},
+			}},
+			check: func(t *testing.T, got v1.PodStatus) {
+				if len(got.Conditions) != 2 || got.Conditions[0].Type != "example.com/Gate" || got.Conditions[0].Status != v1.ConditionFalse || got.Conditions[1].Status != v1.ConditionTrue {
+					t.Errorf("conditions = %+v, want API's Gate=False then Ready=True", got.Conditions)
+				}
+			},
+		},
+		{
+			name: "disruption target from the API is kept when the agent has none",
+			api:  v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "PreemptionByScheduler"}}},
+			cur:  v1.PodStatus{Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}},
+			check: func(t *testing.T, got v1.PodStatus) {
+				if c := findCondition(got.Conditions, v1.DisruptionTarget); c == nil || c.Reason != "PreemptionByScheduler" {
+					t.Errorf("conditions = %+v, want the disruption target kept", got.Conditions)
+				}
+			},
+		},
+		{
+			name: "terminal phase in the API wins",
+			api:  v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted", Message: "low memory"},
+			cur:  v1.PodStatus{Phase: v1.PodRunning},
+			check: func(t *testing.T, got v1.PodStatus) {
+				if got.Phase != v1.PodFailed || got.Reason != "Evicted" || got.Message != "low memory" {
+					t.Errorf("phase = %q %q %q, want Failed Evicted", got.Phase, got.Reason, got.Message)
+				}
+			},
+		},
+		{
+			name: "non-terminal phase in the API is replaced",
+			api:  v1.PodStatus{Phase: v1.PodRunning},
+			cur:  v1.PodStatus{Phase: v1.PodSucceeded},
+			check: func(t *testing.T, got v1.PodStatus) {
+				if got.Phase != v1.PodSucceeded {
+					t.Errorf("phase = %q, want Succeeded", got.Phase)
+				}
+			},
+		},
+		{
+			name: "fields of other components are kept",
+			api:  v1.PodStatus{NominatedNodeName: "node-b", QOSClass: v1.PodQOSBurstable, ObservedGeneration: 3, StartTime: &old},
+			cur:  v1.PodStatus{StartTime: &now},
+			check: func(t *testing.T, got v1.PodStatus) {
+				if got.NominatedNodeName != "node-b" || got.QOSClass != v1.PodQOSBurstable || got.ObservedGeneration != 3 {
+					t.Errorf("got %+v, want nominated node, QoS class and generation kept", got)
+				}
+				if got.StartTime == nil || !got.StartTime.Equal(&old) {
+					t.Errorf("startTime = %v, want %v", got.StartTime, old)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := tt.api.DeepCopy()
+			got := mergeStatus(&tt.api, &tt.cur)
+			tt.check(t, got)
+			if !statusEqual(api, &tt.api) {
+				t.Errorf("mergeStatus modified the API status")
+			}
+		})
+	}
+}
+
+func TestStatusPatchOnlyUIDWhenEqual(t *testing.T) {
+	st := runningStatus(t0)
+	patch, err := statusPatch("uid-9", &st, &st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(patch) != `{"metadata":{"uid":"uid-9"}}` {
+		t.Errorf("patch = %s, want only the UID precondition", patch)
+	}
+}
+
+func TestSyncerTriggerStartsRound(t *testing.T) {
+	deleted := metav1.NewTime(t0)
+	pod := boundPod("default", "web", "uid-1")
+	pod.DeletionTimestamp = &deleted
+	var (
+		mu        sync.Mutex
+		canDelete bool
+	)
+	e := newSyncerEnv(t, SyncerOptions{CanDelete: func(types.UID) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return canDelete
+	}}, pod)
+	e.m.SetPodStatus(pod, terminatedStatus(v1.PodSucceeded, 0))
+	rounds := make(chan struct{}, 10)
+	e.s.afterRound = func() { rounds <- struct{}{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.s.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	<-rounds // the initial round sends the status, does not delete
+	if _, ok := e.m.GetPodStatus(pod.UID); !ok {
+		t.Fatalf("pod removed before the workers finished")
+	}
+
+	mu.Lock()
+	canDelete = true
+	mu.Unlock()
+	e.s.Trigger()
+	waitForWaiters(t, e.clk, 2)
+	e.clk.Step(DefaultBatchPeriod)
+	<-rounds
+	if _, ok := e.m.GetPodStatus(pod.UID); ok {
+		t.Errorf("pod still in the Manager after a triggered round")
+	}
+	if n := countVerb(e.kube.Actions(), "delete"); n != 1 {
+		t.Errorf("deletes = %d, want 1", n)
+	}
+}

@@ -1,0 +1,329 @@
+package volume
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Mounts returns the CRI mounts of the container's volumeMounts, in order.
+// configMap, secret, downwardAPI and projected volumes are always mounted
+// read-only. A subPath is resolved inside its volume (missing directories
+// are created with the volume directory's mode; ".." elements, absolute
+// paths and symbolic links leading out of the volume are refused with
+// ErrInvalidSubPath). A subPathExpr is expanded with the environment the
+// container spec gives literally or through pod and node fields; use
+// MountsWithEnv when it references ConfigMaps or Secrets. Volumes must
+// have been prepared.
+func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
+	return m.MountsWithEnv(pod, c, nil)
+}
+
+// MountsWithEnv is Mounts with the container's resolved environment for
+// subPathExpr expansion; a nil env is computed as Mounts does.
+func (m *Manager) MountsWithEnv(pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
+	vols := make(map[string]*v1.Volume, len(pod.Spec.Volumes))
+	for i := range pod.Spec.Volumes {
+		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	out := make([]*runtimeapi.Mount, 0, len(c.VolumeMounts))
+	for i := range c.VolumeMounts {
+		vm := &c.VolumeMounts[i]
+		v := vols[vm.Name]
+		if v == nil {
+			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
+		}
+		hostPath, readOnly, err := m.volumePath(pod, v)
+		if err != nil {
+			return nil, fmt.Errorf("volume %q of container %q: %w", vm.Name, c.Name, err)
+		}
+
+		subPath := vm.SubPath
+		if vm.SubPathExpr != "" {
+			if env == nil {
+				env = m.specEnv(pod, c)
+			}
+			subPath, err = expandSubPathExpr(vm.SubPathExpr, env)
+			if err != nil {
+				return nil, fmt.Errorf("volumeMount %q of container %q: subPathExpr %q: %w", vm.Name, c.Name, vm.SubPathExpr, err)
+			}
+		}
+		if subPath != "" {
+			hostPath, err = resolveSubPath(hostPath, subPath)
+			if err != nil {
+				return nil, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
+			}
+		}
+
+		prop, err := propagation(vm, c)
+		if err != nil {
+			return nil, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
+		}
+		mnt := &runtimeapi.Mount{
+			ContainerPath: vm.MountPath,
+			HostPath:      hostPath,
+			Readonly:      vm.ReadOnly || readOnly,
+			Propagation:   prop,
+		}
+		if vm.RecursiveReadOnly != nil && *vm.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
+			if !mnt.Readonly || prop != runtimeapi.MountPropagation_PROPAGATION_PRIVATE {
+				return nil, fmt.Errorf("volumeMount %q of container %q: recursiveReadOnly Enabled needs readOnly and no mount propagation", vm.Name, c.Name)
+			}
+			mnt.RecursiveReadOnly = true
+		}
+		if len(vm.BindMountOptions) > 0 {
+			mnt.MountOptions = append([]string(nil), vm.BindMountOptions...)
+		}
+		out = append(out, mnt)
+	}
+	return out, nil
+}
+
+// volumePath returns the host path of a volume and whether it is always
+// mounted read-only.
+func (m *Manager) volumePath(pod *v1.Pod, v *v1.Volume) (string, bool, error) {
+	switch {
+	case v.HostPath != nil:
+		return v.HostPath.Path, false, nil
+	case v.EmptyDir != nil:
+		return m.volumeDir(pod.UID, PluginEmptyDir, v.Name), false, nil
+	}
+	if plugin, _ := contentPlugin(v); plugin != "" {
+		return m.volumeDir(pod.UID, plugin, v.Name), true, nil
+	}
+	return "", false, fmt.Errorf("volume type %s: %w", sourceName(&v.VolumeSource), ErrUnsupported)
+}
+
+// propagation maps a volumeMount's mountPropagation to the CRI value.
+func propagation(vm *v1.VolumeMount, c *v1.Container) (runtimeapi.MountPropagation, error) {
+	if vm.MountPropagation == nil {
+		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE, nil
+	}
+	switch mode := *vm.MountPropagation; mode {
+	case v1.MountPropagationNone:
+		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE, nil
+	case v1.MountPropagationHostToContainer:
+		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER, nil
+	case v1.MountPropagationBidirectional:
+		sc := c.SecurityContext
+		if sc == nil || sc.Privileged == nil || !*sc.Privileged {
+			return 0, errors.New("mountPropagation Bidirectional is available only to privileged containers")
+		}
+		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL, nil
+	default:
+		return 0, fmt.Errorf("invalid mountPropagation mode %q", mode)
+	}
+}
+
+// validateSubPath checks the form of a subPath: relative, with no ".."
+// element and no NUL byte.
+func validateSubPath(sub string) error {
+	switch {
+	case filepath.IsAbs(sub):
+		return fmt.Errorf("%w: %q must not be an absolute path", ErrInvalidSubPath, sub)
+	case strings.IndexByte(sub, 0) >= 0:
+		return fmt.Errorf("%w: %q must not contain a NUL byte", ErrInvalidSubPath, sub)
+	}
+	for _, e := range strings.Split(sub, "/") {
+		if e == ".." {
+			return fmt.Errorf("%w: %q must not contain '..'", ErrInvalidSubPath, sub)
+		}
+	}
+	return nil
+}
+
+// resolveSubPath returns the real path of sub inside the volume directory
+// base. Missing directories along sub are created with base's permission
+// bits; a symbolic link is followed only when its target stays inside
+// base. The returned path contains no symbolic link, so what was checked is
+// what the runtime mounts (the runtime resolves it again; a container that
+// swaps a directory for a link between the two can still race this check,
+// which a bind mount of an opened file descriptor would close).
+func resolveSubPath(base, sub string) (string, error) {
+	if err := validateSubPath(sub); err != nil {
+		return "", err
+	}
+	realBase, err := filepath.EvalSymlinks(base)
+	if err != nil {
+		return "", fmt.Errorf("resolve volume path %s: %w", base, err)
+	}
+	bi, err := os.Stat(realBase)
+	if err != nil {
+		return "", fmt.Errorf("check volume path %s: %w", realBase, err)
+	}
+	perm := bi.Mode().Perm()
+
+	cur := realBase
+	for _, e := range strings.Split(sub, "/") {
+		if e == "" || e == "." {
+			continue
+		}
+		next := filepath.Join(cur, e)
+		fi, err := os.Lstat(next)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := os.Mkdir(next, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+				return "", fmt.Errorf("create subPath directory %s: %w", next, err)
+			}
+			// Re-check: the name may have appeared as a link meanwhile.
+			fi, err = os.Lstat(next)
+			if err != nil {
+				return "", fmt.Errorf("check subPath %s: %w", next, err)
+			}
+			if fi.Mode()&fs.ModeSymlink == 0 {
+				if err := os.Chmod(next, perm); err != nil {
+					return "", fmt.Errorf("set mode of subPath directory %s: %w", next, err)
+				}
+				cur = next
+				continue
+			}
+		case err != nil:
+			return "", fmt.Errorf("check subPath %s: %w", next, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := filepath.EvalSymlinks(next)
+			if err != nil {
+				return "", fmt.Errorf("resolve subPath %s: %w", next, err)
+			}
+			if !within(realBase, target) {
+				return "", fmt.Errorf("%w: subpath %q not within volume path %q", ErrInvalidSubPath, sub, base)
+			}
+			cur = target
+			continue
+		}
+		cur = next
+	}
+	return cur, nil
+}
+
+// within reports whether p is base or below it (both clean and absolute).
+func within(base, p string) bool {
+	return p == base || strings.HasPrefix(p, strings.TrimSuffix(base, "/")+"/")
+}
+
+// expandSubPathExpr expands $(VAR) references with env ($$ escapes a
+// dollar sign); a reference to a variable that is unset or empty is an
+// error, as upstream treats it.
+func expandSubPathExpr(expr string, env map[string]string) (string, error) {
+	missing := map[string]bool{}
+	out := expand(expr, func(name string) (string, bool) {
+		v, ok := env[name]
+		if !ok || v == "" {
+			missing[name] = true
+		}
+		return v, true
+	})
+	if len(missing) > 0 {
+		names := make([]string, 0, len(missing))
+		for n := range missing {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return "", fmt.Errorf("missing value for %s", strings.Join(names, ", "))
+	}
+	return out, nil
+}
+
+// expand replaces every $(NAME) in s with lookup(NAME) when lookup knows
+// it and keeps the reference as written otherwise; $$ yields a literal $.
+func expand(s string, lookup func(string) (string, bool)) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '$' || i+1 >= len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := lookup(name); ok && name != "" {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// specEnv is the container's environment as far as the spec gives it
+// without the API: literal values (expanded with the variables before
+// them) and fieldRef/resourceFieldRef values. configMapKeyRef and
+// secretKeyRef variables and envFrom are left out.
+func (m *Manager) specEnv(pod *v1.Pod, c *v1.Container) map[string]string {
+	env := map[string]string{}
+	lookup := func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = expand(e.Value, lookup)
+		case e.ValueFrom.FieldRef != nil:
+			if v, err := m.envFieldValue(pod, e.ValueFrom.FieldRef.FieldPath); err == nil {
+				env[e.Name] = v
+			}
+		case e.ValueFrom.ResourceFieldRef != nil:
+			if v, err := containerResourceValue(pod, c.Name, e.ValueFrom.ResourceFieldRef, m.allocatable()); err == nil {
+				env[e.Name] = v
+			}
+		}
+	}
+	return env
+}
+
+// envFieldValue is podFieldValue plus the fields environment variables may
+// reference beyond metadata.
+func (m *Manager) envFieldValue(pod *v1.Pod, path string) (string, error) {
+	switch path {
+	case "spec.nodeName":
+		if pod.Spec.NodeName != "" {
+			return pod.Spec.NodeName, nil
+		}
+		return m.opts.NodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.hostIP":
+		if len(m.opts.NodeIPs) > 0 {
+			return m.opts.NodeIPs[0], nil
+		}
+		return pod.Status.HostIP, nil
+	case "status.hostIPs":
+		if len(m.opts.NodeIPs) > 0 {
+			return strings.Join(m.opts.NodeIPs, ","), nil
+		}
+		return pod.Status.HostIP, nil
+	case "status.podIP":
+		return pod.Status.PodIP, nil
+	case "status.podIPs":
+		ips := make([]string, 0, len(pod.Status.PodIPs))
+		for _, ip := range pod.Status.PodIPs {
+			ips = append(ips, ip.IP)
+		}
+		return strings.Join(ips, ","), nil
+	}
+	return podFieldValue(pod, path)
+}

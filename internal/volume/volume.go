@@ -1,0 +1,468 @@
+// Package volume sets up the volumes of the pods on this node and tells the
+// runtime what to mount into each container.
+//
+// Every volume lives below <RootDir>/pods/<uid>/volumes/<plugin>/<name>
+// with upstream's plugin directory names, except hostPath volumes, which
+// are the host path itself:
+//
+//   - emptyDir: a directory (mode 0777) on disk, or a tmpfs mount for
+//     medium Memory;
+//   - configMap, secret, downwardAPI and projected: files written by the
+//     atomic writer (see writeAtomic), re-read and rewritten by Run when
+//     their source changes; secret and projected volumes sit on tmpfs so
+//     their content never reaches the disk;
+//   - hostPath: the type check of the volume.
+//
+// Prepare is idempotent and meant to run before every container start;
+// Cleanup undoes everything and is safe without Prepare. Ownership for
+// fsGroup is not applied yet: files keep the mode the pod asks for and are
+// owned by heartlet's user.
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/podconfig"
+)
+
+// Plugin directory names below <RootDir>/pods/<uid>/volumes, as upstream.
+const (
+	PluginEmptyDir    = "kubernetes.io~empty-dir"
+	PluginConfigMap   = "kubernetes.io~configmap"
+	PluginSecret      = "kubernetes.io~secret"
+	PluginProjected   = "kubernetes.io~projected"
+	PluginDownwardAPI = "kubernetes.io~downward-api"
+)
+
+// Defaults of Options.
+const (
+	// DefaultRootDir is the RootDir when Options leaves it empty.
+	DefaultRootDir = "/var/lib/kubelet"
+	// DefaultRefreshPeriod is how often Run re-reads ConfigMaps and Secrets
+	// (upstream's syncFrequency).
+	DefaultRefreshPeriod = time.Minute
+	// defaultMode is the file mode of configMap, secret, downwardAPI and
+	// projected files when the pod does not set one.
+	defaultMode = 0o644
+	// emptyDirMode is the mode of emptyDir and content volume directories.
+	emptyDirMode = 0o777
+)
+
+// Kinds in error messages.
+const (
+	kindConfigMap = "configmap"
+	kindSecret    = "secret"
+)
+
+// Getter reads the API objects volumes and environment variables need.
+// NewClientGetter adapts a clientset. Implementations return an error for
+// which apierrors.IsNotFound or errors.Is(err, ErrMissingObject) holds when
+// the object does not exist.
+type Getter interface {
+	GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error)
+	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+	RequestToken(ctx context.Context, namespace, serviceAccount string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error)
+}
+
+// Options configures a Manager.
+type Options struct {
+	// RootDir holds the pod directories: <RootDir>/pods/<uid>. Default
+	// DefaultRootDir.
+	RootDir string
+	// Getter reads ConfigMaps and Secrets and requests tokens. Nil in
+	// standalone mode: configMap, secret and service account token volumes
+	// then fail with ErrNoAPI; emptyDir, hostPath and downwardAPI work.
+	Getter Getter
+	// Clock drives Run and token renewal. Default the real clock.
+	Clock clock.WithTicker
+	// NodeName is the node's name (spec.nodeName in subPathExpr).
+	NodeName string
+	// NodeIPs are the node's addresses (status.hostIP and status.hostIPs in
+	// subPathExpr).
+	NodeIPs []string
+	// RefreshPeriod is how often Run re-reads ConfigMaps and Secrets and
+	// checks tokens. Default DefaultRefreshPeriod.
+	RefreshPeriod time.Duration
+	// Mounter mounts tmpfs. Default NewSystemMounter().
+	Mounter Mounter
+	// Allocatable returns the node's allocatable resources, used for
+	// downward API limits a container does not set and for the size of
+	// memory-backed volumes. Optional.
+	Allocatable func() v1.ResourceList
+}
+
+// Manager sets up and tears down pod volumes. Its methods are safe for
+// concurrent use; calls for one pod are serialized.
+type Manager struct {
+	opts    Options
+	clk     clock.WithTicker
+	mounter Mounter
+	tokens  *tokenCache
+
+	mu   sync.Mutex
+	pods map[types.UID]*podState
+
+	// afterRefresh, when set (tests), runs after each refresh pass of Run,
+	// once the next tick is armed.
+	afterRefresh func()
+}
+
+// podState is what the manager remembers of a prepared pod.
+type podState struct {
+	mu      sync.Mutex
+	pod     *v1.Pod
+	removed bool
+}
+
+// New returns a Manager. It has no side effects.
+func New(opts Options) *Manager {
+	if opts.RootDir == "" {
+		opts.RootDir = DefaultRootDir
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.RefreshPeriod <= 0 {
+		opts.RefreshPeriod = DefaultRefreshPeriod
+	}
+	if opts.Mounter == nil {
+		opts.Mounter = NewSystemMounter()
+	}
+	return &Manager{
+		opts:    opts,
+		clk:     opts.Clock,
+		mounter: opts.Mounter,
+		tokens:  newTokenCache(opts.Clock),
+		pods:    map[types.UID]*podState{},
+	}
+}
+
+// PodDir is the directory of a pod's volumes and other files:
+// <RootDir>/pods/<uid>.
+func (m *Manager) PodDir(uid types.UID) string {
+	return filepath.Join(m.opts.RootDir, "pods", string(uid))
+}
+
+// volumeDir is the directory of a volume of a plugin.
+func (m *Manager) volumeDir(uid types.UID, plugin, name string) string {
+	return filepath.Join(m.PodDir(uid), "volumes", plugin, name)
+}
+
+// acquire returns the locked state of a pod, creating it.
+func (m *Manager) acquire(uid types.UID) *podState {
+	for {
+		m.mu.Lock()
+		st := m.pods[uid]
+		if st == nil {
+			st = &podState{}
+			m.pods[uid] = st
+		}
+		m.mu.Unlock()
+		st.mu.Lock()
+		if !st.removed {
+			return st
+		}
+		st.mu.Unlock()
+	}
+}
+
+// release drops a locked state from the manager.
+func (m *Manager) release(uid types.UID, st *podState) {
+	st.removed = true
+	m.mu.Lock()
+	if m.pods[uid] == st {
+		delete(m.pods, uid)
+	}
+	m.mu.Unlock()
+}
+
+// Prepare sets up every volume of the pod. It is idempotent: it can run
+// before every container start, creates what is missing, rewrites content
+// only when it changed, and records the pod (its latest version) for Run.
+// Each volume that fails contributes a *VolumeError; the result joins them
+// (errors.Is finds ErrMissingObject, ErrNoAPI, ... through it).
+func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
+	if pod == nil {
+		return errors.New("prepare volumes: nil pod")
+	}
+	st := m.acquire(pod.UID)
+	defer st.mu.Unlock()
+	st.pod = pod
+
+	logger := klog.FromContext(ctx)
+	var errs []error
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if err := m.setUp(ctx, pod, v); err != nil {
+			errs = append(errs, &VolumeError{Volume: v.Name, Err: err})
+			logger.V(2).Info("Volume set-up failed", "pod", klog.KObj(pod), "podUID", pod.UID, "volume", v.Name, "err", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setUp sets up one volume.
+func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
+	switch {
+	case v.HostPath != nil:
+		return checkHostPath(v.HostPath)
+	case v.EmptyDir != nil:
+		return m.setUpEmptyDir(pod, v)
+	case v.ConfigMap != nil, v.Secret != nil, v.DownwardAPI != nil, v.Projected != nil:
+		_, err := m.setUpContent(ctx, pod, v)
+		return err
+	}
+	return fmt.Errorf("volume type %s: %w", sourceName(&v.VolumeSource), ErrUnsupported)
+}
+
+// contentPlugin returns the plugin directory and whether the volume sits on
+// tmpfs, for the volume types whose files heartlet writes.
+func contentPlugin(v *v1.Volume) (plugin string, memory bool) {
+	switch {
+	case v.ConfigMap != nil:
+		return PluginConfigMap, false
+	case v.Secret != nil:
+		return PluginSecret, true
+	case v.DownwardAPI != nil:
+		return PluginDownwardAPI, false
+	case v.Projected != nil:
+		return PluginProjected, true
+	}
+	return "", false
+}
+
+// setUpContent computes the files of a configMap, secret, downwardAPI or
+// projected volume and writes them atomically. It reports whether the
+// content on disk changed.
+func (m *Manager) setUpContent(ctx context.Context, pod *v1.Pod, v *v1.Volume) (bool, error) {
+	files, err := m.contentPayload(ctx, pod, v)
+	if err != nil {
+		return false, err
+	}
+	plugin, memory := contentPlugin(v)
+	dir := m.volumeDir(pod.UID, plugin, v.Name)
+	if err := m.setUpDir(pod, dir, memory, 0); err != nil {
+		return false, err
+	}
+	changed, err := writeAtomic(dir, files, m.clk.Now())
+	if err != nil {
+		return changed, fmt.Errorf("write volume files: %w", err)
+	}
+	return changed, nil
+}
+
+// isMountPoint reports whether path is a mount point of the given type
+// (any type when fstype is empty).
+func (m *Manager) isMountPoint(path, fstype string) (bool, error) {
+	mps, err := m.mounter.List()
+	if err != nil {
+		return false, err
+	}
+	candidates := []string{filepath.Clean(path)}
+	if real, err := filepath.EvalSymlinks(path); err == nil && real != candidates[0] {
+		candidates = append(candidates, real)
+	}
+	for _, mp := range mps {
+		for _, c := range candidates {
+			if mp.Path == c && (fstype == "" || mp.FSType == fstype) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// Forget stops refreshing the pod's volumes and drops its tokens. The files
+// stay until Cleanup.
+func (m *Manager) Forget(uid types.UID) {
+	st := m.acquire(uid)
+	m.release(uid, st)
+	st.mu.Unlock()
+	m.tokens.forget(uid)
+}
+
+// Cleanup unmounts every mount below the pod's directory (deepest first),
+// then removes <RootDir>/pods/<uid> and forgets the pod. When an unmount
+// fails nothing is removed, so that no content of a still-mounted
+// filesystem is deleted; the call can be retried. It is idempotent and safe
+// without Prepare.
+func (m *Manager) Cleanup(ctx context.Context, uid types.UID) error {
+	st := m.acquire(uid)
+	defer st.mu.Unlock()
+	defer m.release(uid, st)
+	m.tokens.forget(uid)
+
+	podDir := m.PodDir(uid)
+	if err := m.unmountBelow(ctx, podDir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(podDir); err != nil {
+		return fmt.Errorf("remove pod directory %s: %w", podDir, err)
+	}
+	return nil
+}
+
+// unmountBelow unmounts every mount point at or below dir.
+func (m *Manager) unmountBelow(ctx context.Context, dir string) error {
+	roots := []string{filepath.Clean(dir)}
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real != roots[0] {
+		roots = append(roots, real)
+	}
+	below := func() ([]string, error) {
+		mps, err := m.mounter.List()
+		if err != nil {
+			return nil, fmt.Errorf("list mounts below %s: %w", dir, err)
+		}
+		var out []string
+		for _, mp := range mps {
+			for _, r := range roots {
+				if mp.Path == r || strings.HasPrefix(mp.Path, r+"/") {
+					out = append(out, mp.Path)
+					break
+				}
+			}
+		}
+		// Deepest first; a path mounted twice is unmounted twice.
+		sort.SliceStable(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+		return out, nil
+	}
+	mounts, err := below()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range mounts {
+		klog.FromContext(ctx).V(3).Info("Unmounting volume", "path", p)
+		if err := m.mounter.Unmount(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("unmount volumes below %s: %w", dir, errors.Join(errs...))
+	}
+	if left, err := below(); err != nil {
+		return err
+	} else if len(left) > 0 {
+		return fmt.Errorf("unmount volumes below %s: still mounted: %s", dir, strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// Run re-reads the ConfigMaps and Secrets of every prepared pod each
+// RefreshPeriod, renews the tokens that are due and rewrites the volumes
+// whose content changed. It returns nil when ctx ends.
+func (m *Manager) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	logger.V(2).Info("Starting volume refresh", "period", m.opts.RefreshPeriod)
+	t := m.clk.NewTicker(m.opts.RefreshPeriod)
+	defer t.Stop()
+	if m.afterRefresh != nil {
+		m.afterRefresh()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			logger.V(2).Info("Volume refresh stopped")
+			return nil
+		case <-t.C():
+		}
+		m.Refresh(ctx)
+		if m.afterRefresh != nil {
+			m.afterRefresh()
+		}
+	}
+}
+
+// Refresh runs one refresh pass over every prepared pod now.
+func (m *Manager) Refresh(ctx context.Context) {
+	m.mu.Lock()
+	uids := make([]types.UID, 0, len(m.pods))
+	for uid := range m.pods {
+		uids = append(uids, uid)
+	}
+	m.mu.Unlock()
+	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
+	for _, uid := range uids {
+		if ctx.Err() != nil {
+			return
+		}
+		m.refreshPod(ctx, uid)
+	}
+}
+
+// refreshPod rewrites the content volumes of one prepared pod.
+func (m *Manager) refreshPod(ctx context.Context, uid types.UID) {
+	m.mu.Lock()
+	st := m.pods[uid]
+	m.mu.Unlock()
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.removed || st.pod == nil {
+		return
+	}
+	pod := st.pod
+	logger := klog.FromContext(ctx)
+	for i := range pod.Spec.Volumes {
+		v := &pod.Spec.Volumes[i]
+		if plugin, _ := contentPlugin(v); plugin == "" {
+			continue
+		}
+		changed, err := m.setUpContent(ctx, pod, v)
+		if err != nil {
+			logger.Error(err, "Couldn't refresh volume", "pod", klog.KObj(pod), "podUID", pod.UID, "volume", v.Name)
+			continue
+		}
+		if changed {
+			logger.V(2).Info("Volume content updated", "pod", klog.KObj(pod), "podUID", pod.UID, "volume", v.Name)
+		}
+	}
+}
+
+// staticPod reports whether pod has no API object behind it.
+func staticPod(pod *v1.Pod) bool { return podconfig.IsStatic(pod) }
+
+// sourceName names the volume source that is set, for error messages.
+func sourceName(vs *v1.VolumeSource) string {
+	switch {
+	case vs.PersistentVolumeClaim != nil:
+		return "persistentVolumeClaim"
+	case vs.Ephemeral != nil:
+		return "ephemeral"
+	case vs.CSI != nil:
+		return "csi"
+	case vs.Image != nil:
+		return "image"
+	case vs.NFS != nil:
+		return "nfs"
+	case vs.ISCSI != nil:
+		return "iscsi"
+	case vs.GitRepo != nil:
+		return "gitRepo"
+	case vs.FlexVolume != nil:
+		return "flexVolume"
+	case vs.FC != nil:
+		return "fc"
+	case vs.RBD != nil:
+		return "rbd"
+	case vs.CephFS != nil:
+		return "cephfs"
+	}
+	return "unknown"
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -22,16 +23,21 @@ import (
 
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/metrics"
+	"github.com/heartlet/heartlet/internal/mirror"
 	"github.com/heartlet/heartlet/internal/nodestatus"
 	"github.com/heartlet/heartlet/internal/pleg"
 	"github.com/heartlet/heartlet/internal/podconfig"
+	"github.com/heartlet/heartlet/internal/podsource/apiserver"
 	"github.com/heartlet/heartlet/internal/podsource/file"
 	"github.com/heartlet/heartlet/internal/podsync"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
 	"github.com/heartlet/heartlet/internal/status"
+	"github.com/heartlet/heartlet/internal/version"
+	"github.com/heartlet/heartlet/internal/volume"
 )
 
 // housekeepingPeriod is how often pods the sources no longer want are
@@ -53,9 +59,6 @@ func New(opts *config.Options) (*Agent, error) {
 	if opts == nil || opts.Config == nil {
 		return nil, errors.New("agent: no configuration")
 	}
-	if opts.Kubeconfig != "" {
-		return nil, fmt.Errorf("kubeconfig %s: cluster mode is not supported yet; run without --kubeconfig for standalone mode", opts.Kubeconfig)
-	}
 	return &Agent{opts: opts, clock: clock.RealClock{}}, nil
 }
 
@@ -73,6 +76,22 @@ func (a *Agent) Run(ctx context.Context) error {
 		} else if !fi.IsDir() {
 			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: not a directory", p)
 		}
+	}
+
+	var cl *kubeclient.Client
+	if a.opts.Kubeconfig != "" {
+		var err error
+		cl, err = kubeclient.Load(ctx, kubeclient.Options{
+			Kubeconfig:  a.opts.Kubeconfig,
+			QPS:         float32(derefInt32(cfg.KubeAPIQPS)),
+			Burst:       int(cfg.KubeAPIBurst),
+			UserAgent:   version.UserAgent(),
+			ContentType: cfg.ContentType,
+		})
+		if err != nil {
+			return err
+		}
+		logger.Info("Connected to API server", "server", cl.Server, "identity", cl.Identity, "serverVersion", cl.ServerVersion)
 	}
 
 	timeout := cfg.RuntimeRequestTimeout.Duration
@@ -131,6 +150,50 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	setOwnOOMScoreAdj(logger)
 
+	var (
+		rec      podsync.Recorder
+		getter   volume.Getter
+		node     *nodestatus.Manager
+		alloc    func() v1.ResourceList
+		apiPods  *apiserver.Source
+		stopRecs = func() {}
+	)
+	if cl != nil {
+		er, stop := kubeclient.NewEventRecorder(ctx, cl.Kube, a.opts.NodeName)
+		rec, stopRecs = er, stop
+		getter = volume.NewClientGetter(cl.Kube)
+		node = nodestatus.New(cl.Kube, a.clock, nodestatus.Options{
+			NodeName:          a.opts.NodeName,
+			NodeIPs:           nodeIPs,
+			Hostname:          hostname,
+			RegisterNode:      cfg.RegisterNode == nil || *cfg.RegisterNode,
+			Labels:            a.opts.NodeLabels,
+			Taints:            cfg.RegisterWithTaints,
+			MaxPods:           int(cfg.MaxPods),
+			Reserved:          reserved(cfg.KubeReserved, cfg.SystemReserved),
+			EvictionHard:      cfg.EvictionHard,
+			UpdateFrequency:   cfg.NodeStatusUpdateFrequency.Duration,
+			ReportFrequency:   cfg.NodeStatusReportFrequency.Duration,
+			LeaseDuration:     cfg.NodeLeaseDurationSeconds,
+			Version:           version.Version,
+			Port:              cfg.Port,
+			RootDir:           a.opts.RootDir,
+			Heartbeat:         cl.Heartbeat,
+			Recorder:          er,
+			OnRepeatedFailure: cl.CloseAllConns,
+		}, rt, pl.Healthy)
+		alloc = node.Allocatable
+	}
+	defer stopRecs()
+	vols := volume.New(volume.Options{
+		RootDir:     a.opts.RootDir,
+		Getter:      getter,
+		Clock:       a.clock,
+		NodeName:    a.opts.NodeName,
+		NodeIPs:     nodeIPs,
+		Allocatable: alloc,
+	})
+
 	syncer := podsync.New(podsync.Options{
 		NodeIPs:       nodeIPs,
 		PodLogsDir:    cfg.PodLogsDir,
@@ -139,7 +202,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		ResolvConf:    derefString(cfg.ResolverConfig),
 		RuntimeName:   ver.RuntimeName,
 		MachineMemory: machineMemory(),
+		Allocatable:   alloc,
 		Clock:         a.clock,
+		Volumes:       vols,
+		Recorder:      rec,
 	}, rt, podsyncCgroups(cg), statuses)
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 	desired := podconfig.New()
@@ -158,12 +224,49 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 		g.Go(func() error { return src.Run(ctx) })
 	}
-	g.Go(func() error { return dispatch(ctx, desired, workers) })
+	g.Go(func() error { return vols.Run(ctx) })
+	var mirrors *mirror.Manager
+	if cl != nil {
+		sources = append(sources, apiserver.SourceName)
+		apiPods = apiserver.New(cl.Kube, a.opts.NodeName, func(pods []*v1.Pod) {
+			desired.Set(apiserver.SourceName, pods)
+		})
+		mirrors = mirror.New(cl.Kube, a.opts.NodeName, node.Node)
+		statusSync := status.NewSyncer(cl.Kube, statuses, a.clock, status.SyncerOptions{
+			CanDelete: func(uid types.UID) bool {
+				st, ok := workers.State(uid)
+				return !ok || st == podworker.StateTerminated
+			},
+			MirrorPod: func(static *v1.Pod) (*v1.Pod, bool) {
+				return mirror.MirrorFor(static, apiPods.MirrorPods())
+			},
+		})
+		g.Go(func() error { return node.Run(ctx) })
+		g.Go(func() error { return apiPods.Run(ctx) })
+		g.Go(func() error { return statusSync.Run(ctx) })
+	}
+	adm := &admitter{statuses: statuses, workers: workers, desired: desired, recorder: rec, maxPods: int(cfg.MaxPods)}
+	if node != nil {
+		adm.node = node.Node
+		adm.allocatable = node.Allocatable
+	}
+	g.Go(func() error { return dispatch(ctx, desired, workers, adm) })
 	g.Go(func() error { return relay(ctx, pl, workers) })
 	g.Go(func() error {
 		hk := &housekeeper{
 			desired: desired, sources: sources, workers: workers, pleg: pl,
-			syncer: syncer, cgroups: cg, statuses: statuses,
+			syncer: syncer, cgroups: cg, statuses: statuses, admitted: adm,
+		}
+		if mirrors != nil {
+			hk.mirrors = func(ctx context.Context) error {
+				var static []*v1.Pod
+				for _, p := range desired.Pods() {
+					if podconfig.IsStatic(p) {
+						static = append(static, p)
+					}
+				}
+				return mirrors.Sync(ctx, static, apiPods.MirrorPods())
+			}
 		}
 		return hk.run(ctx, a.clock)
 	})
@@ -175,23 +278,40 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-// dispatch turns changes of the desired pod set into pod worker updates.
-func dispatch(ctx context.Context, desired *podconfig.Config, workers *podworker.Workers) error {
+// dispatch turns changes of the desired pod set into pod worker updates:
+// new pods pass admission first, pods being deleted in the API are killed
+// with their deletion grace period.
+func dispatch(ctx context.Context, desired *podconfig.Config, workers *podworker.Workers, adm *admitter) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case u := <-desired.Updates():
-			switch u.Op {
-			case podconfig.OpAdd:
-				workers.Update(podworker.Update{Type: podworker.UpdateCreate, Pod: u.Pod})
-			case podconfig.OpUpdate:
-				workers.Update(podworker.Update{Type: podworker.UpdateUpdate, Pod: u.Pod})
-			case podconfig.OpRemove:
-				workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: u.Pod})
+			pod := u.Pod
+			switch {
+			case u.Op == podconfig.OpRemove:
+				adm.forget(pod.UID)
+				workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod})
+			case pod.DeletionTimestamp != nil:
+				workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod, GracePeriod: pod.DeletionGracePeriodSeconds})
+			case isTerminalPhase(pod.Status.Phase) && !workers.Known(pod.UID):
+				// Finished in the API (for example before a restart of
+				// heartlet): never run again.
+			case u.Op == podconfig.OpAdd:
+				if adm.admit(ctx, pod) {
+					workers.Update(podworker.Update{Type: podworker.UpdateCreate, Pod: pod})
+				}
+			default:
+				if workers.Known(pod.UID) {
+					workers.Update(podworker.Update{Type: podworker.UpdateUpdate, Pod: pod})
+				}
 			}
 		}
 	}
+}
+
+func isTerminalPhase(p v1.PodPhase) bool {
+	return p == v1.PodSucceeded || p == v1.PodFailed
 }
 
 // relay turns runtime changes seen by the PLEG into syncs of known pods.
@@ -218,6 +338,10 @@ type housekeeper struct {
 	syncer   *podsync.Syncer
 	cgroups  *cgroups.Manager
 	statuses *status.Manager
+	admitted *admitter
+	// mirrors makes the API's mirror pods match the static pods; nil in
+	// standalone mode.
+	mirrors func(ctx context.Context) error
 }
 
 func (h *housekeeper) run(ctx context.Context, clk clock.WithTicker) error {
@@ -240,6 +364,11 @@ func (h *housekeeper) once(ctx context.Context) {
 		return
 	}
 	logger := klog.FromContext(ctx)
+	if h.mirrors != nil {
+		if err := h.mirrors(ctx); err != nil {
+			logger.V(2).Info("Mirror pods not in sync yet", "err", err)
+		}
+	}
 	want := map[types.UID]bool{}
 	for _, p := range h.desired.Pods() {
 		want[p.UID] = true
@@ -247,6 +376,7 @@ func (h *housekeeper) once(ctx context.Context) {
 	for _, p := range h.statuses.Pods() {
 		if !want[p.UID] && !h.workers.Known(p.UID) {
 			h.statuses.RemovePod(p.UID)
+			h.admitted.forget(p.UID)
 		}
 	}
 	seen := map[types.UID]bool{}
@@ -332,4 +462,29 @@ func derefString(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+func derefInt32(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// reserved sums kubeReserved and systemReserved.
+func reserved(lists ...map[string]string) v1.ResourceList {
+	out := v1.ResourceList{}
+	for _, l := range lists {
+		for name, v := range l {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				continue // validated by config
+			}
+			if cur, ok := out[v1.ResourceName(name)]; ok {
+				q.Add(cur)
+			}
+			out[v1.ResourceName(name)] = q
+		}
+	}
+	return out
 }

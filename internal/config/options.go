@@ -31,6 +31,8 @@ type Options struct {
 	Kubeconfig string
 	// RootDir is --root-dir (default /var/lib/kubelet), made absolute.
 	RootDir string
+	// NodeLabels is --node-labels: labels set when the Node is registered.
+	NodeLabels map[string]string
 	// HostnameOverride is --hostname-override.
 	HostnameOverride string
 	// NodeIPs are the parsed --node-ip addresses (may be empty).
@@ -79,6 +81,7 @@ type cmdline struct {
 	rootDir          string
 	hostnameOverride string
 	nodeIP           string
+	nodeLabels       map[string]string
 	help             bool
 	version          bool
 }
@@ -146,6 +149,7 @@ func load(args []string, e env) (*Options, error) {
 		ConfigFile:       cl.configFile,
 		Kubeconfig:       cl.kubeconfig,
 		HostnameOverride: cl.hostnameOverride,
+		NodeLabels:       cl.nodeLabels,
 		Verbosity:        int(kc.Logging.Verbosity),
 	}
 	if fs.Changed("pod-manifest-path") && kc.StaticPodPath != "" {
@@ -256,6 +260,7 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	fs.StringVar(&cl.kubeconfig, "kubeconfig", cl.kubeconfig, "Path to a kubeconfig file for the API server. Omit for standalone mode.")
 	fs.StringVar(&cl.rootDir, "root-dir", cl.rootDir, "Directory for heartlet's own files (volumes, plugins, state).")
 	fs.StringVar(&cl.hostnameOverride, "hostname-override", cl.hostnameOverride, "Node name to use instead of the machine's hostname (lower-cased).")
+	fs.Var(cliflag.NewMapStringString(&cl.nodeLabels), "node-labels", "Labels to add when registering the node, key=value pairs separated by commas.")
 	fs.StringVar(&cl.nodeIP, "node-ip", cl.nodeIP, "IP address of the node, or one IPv4 and one IPv6 address separated by a comma.")
 
 	fs.VarP(logsapi.VerbosityLevelPflag(&kc.Logging.Verbosity), "v", "v", "Log verbosity (logging.verbosity).")

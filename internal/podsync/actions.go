@@ -18,7 +18,10 @@ const (
 	ReasonImagePullBackOff     = "ImagePullBackOff"
 	ReasonErrImageNeverPull    = "ErrImageNeverPull"
 	ReasonCreateContainerError = "CreateContainerError"
-	ReasonRunContainerError    = "RunContainerError"
+	// ReasonCreateContainerConfigError: the container's configuration
+	// references something missing (a ConfigMap or Secret key).
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+	ReasonRunContainerError          = "RunContainerError"
 )
 
 // startAction starts one container of the spec.

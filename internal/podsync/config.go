@@ -2,12 +2,17 @@ package podsync
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/heartlet/heartlet/internal/qos"
@@ -276,8 +281,12 @@ func mergeOption(opts []string, opt string) []string {
 }
 
 // containerConfig builds the CRI container configuration of one attempt.
-func (s *Syncer) containerConfig(pod *v1.Pod, c *v1.Container, init bool, restartCount int, image string, podIPs []string) *runtimeapi.ContainerConfig {
-	env := s.containerEnv(pod, c, podIPs)
+// It fails when the environment or a mount references something missing.
+func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Container, init bool, restartCount int, image string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	env, err := s.containerEnv(ctx, pod, c, podIPs)
+	if err != nil {
+		return nil, err
+	}
 	envMap := make(map[string]string, len(env))
 	for _, kv := range env {
 		envMap[kv.Key] = string(kv.Value)
@@ -291,6 +300,16 @@ func (s *Syncer) containerConfig(pod *v1.Pod, c *v1.Container, init bool, restar
 	for i, v := range c.Args {
 		args[i] = expand(v, look)
 	}
+	var mounts []*runtimeapi.Mount
+	if len(c.VolumeMounts) > 0 {
+		if s.opts.Volumes == nil {
+			return nil, fmt.Errorf("container %s mounts volumes but no volume manager is configured", c.Name)
+		}
+		mounts, err = s.opts.Volumes.MountsWithEnv(pod, c, envMap)
+		if err != nil {
+			return nil, err
+		}
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image},
@@ -298,6 +317,7 @@ func (s *Syncer) containerConfig(pod *v1.Pod, c *v1.Container, init bool, restar
 		Args:        args,
 		WorkingDir:  c.WorkingDir,
 		Envs:        env,
+		Mounts:      mounts,
 		Labels:      runtime.ContainerLabels(pod, c.Name),
 		Annotations: runtime.ContainerAnnotations(pod, c, restartCount, init),
 		LogPath:     containerLogPath(c.Name, restartCount),
@@ -309,12 +329,13 @@ func (s *Syncer) containerConfig(pod *v1.Pod, c *v1.Container, init bool, restar
 			SecurityContext: containerSecurity(pod, c),
 		},
 	}
-	return cfg
+	return cfg, nil
 }
 
-// containerEnv resolves the container's environment in order: each value
-// may reference variables defined before it with $(NAME).
-func (s *Syncer) containerEnv(pod *v1.Pod, c *v1.Container, podIPs []string) []*runtimeapi.KeyValue {
+// containerEnv resolves the container's environment as upstream: envFrom
+// sources first (with their prefix), then env entries in order; each
+// value may reference variables defined before it with $(NAME).
+func (s *Syncer) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, error) {
 	defined := map[string]string{}
 	var out []*runtimeapi.KeyValue
 	index := map[string]int{}
@@ -327,24 +348,126 @@ func (s *Syncer) containerEnv(pod *v1.Pod, c *v1.Container, podIPs []string) []*
 		index[k] = len(out)
 		out = append(out, &runtimeapi.KeyValue{Key: k, Value: []byte(v)})
 	}
+	for _, from := range c.EnvFrom {
+		data, err := s.envFromData(ctx, pod, from)
+		if err != nil {
+			return nil, err
+		}
+		keys := make([]string, 0, len(data))
+		for k := range data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			set(from.Prefix+k, data[k])
+		}
+	}
 	for _, e := range c.Env {
-		if e.ValueFrom != nil {
-			if v, ok := s.fieldValue(pod, e.ValueFrom, podIPs); ok {
-				set(e.Name, v)
-			}
+		if e.ValueFrom == nil {
+			set(e.Name, expand(e.Value, mapLookup(defined)))
 			continue
 		}
-		set(e.Name, expand(e.Value, mapLookup(defined)))
+		v, ok, err := s.valueFrom(ctx, pod, c, e.ValueFrom, podIPs)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", e.Name, err)
+		}
+		if ok {
+			set(e.Name, v)
+		}
 	}
-	return out
+	return out, nil
 }
 
-// fieldValue resolves the downward API references that need no API server.
-func (s *Syncer) fieldValue(pod *v1.Pod, src *v1.EnvVarSource, podIPs []string) (string, bool) {
-	if src.FieldRef == nil {
-		return "", false
+func (s *Syncer) envFromData(ctx context.Context, pod *v1.Pod, from v1.EnvFromSource) (map[string]string, error) {
+	if s.opts.Volumes == nil {
+		return nil, fmt.Errorf("envFrom needs the API server: static pods cannot reference API objects")
 	}
-	switch path := src.FieldRef.FieldPath; path {
+	switch {
+	case from.ConfigMapRef != nil:
+		return s.opts.Volumes.ConfigMapData(ctx, pod.Namespace, from.ConfigMapRef.Name, optional(from.ConfigMapRef.Optional))
+	case from.SecretRef != nil:
+		return s.opts.Volumes.SecretData(ctx, pod.Namespace, from.SecretRef.Name, optional(from.SecretRef.Optional))
+	}
+	return nil, nil
+}
+
+func optional(b *bool) bool { return b != nil && *b }
+
+// valueFrom resolves one env valueFrom source. ok is false when an
+// optional reference is missing: the variable is then not set.
+func (s *Syncer) valueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container, src *v1.EnvVarSource, podIPs []string) (string, bool, error) {
+	switch {
+	case src.FieldRef != nil:
+		v, ok := s.fieldValue(pod, src.FieldRef.FieldPath, podIPs)
+		if !ok {
+			return "", false, fmt.Errorf("unsupported fieldRef %q", src.FieldRef.FieldPath)
+		}
+		return v, true, nil
+	case src.ResourceFieldRef != nil:
+		v, err := s.resourceValue(pod, c, src.ResourceFieldRef)
+		return v, err == nil, err
+	case src.ConfigMapKeyRef != nil || src.SecretKeyRef != nil:
+		if s.opts.Volumes == nil {
+			return "", false, fmt.Errorf("needs the API server: static pods cannot reference API objects")
+		}
+		if r := src.ConfigMapKeyRef; r != nil {
+			return s.opts.Volumes.ConfigMapValue(ctx, pod.Namespace, r.Name, r.Key, optional(r.Optional))
+		}
+		r := src.SecretKeyRef
+		return s.opts.Volumes.SecretValue(ctx, pod.Namespace, r.Name, r.Key, optional(r.Optional))
+	}
+	return "", false, nil
+}
+
+// resourceValue resolves a resourceFieldRef: the named container's limit
+// or request divided by the divisor and rounded up, with the node's
+// allocatable standing in for an unset limit, as upstream.
+func (s *Syncer) resourceValue(pod *v1.Pod, c *v1.Container, ref *v1.ResourceFieldSelector) (string, error) {
+	target := c
+	if ref.ContainerName != "" {
+		target = nil
+		for i := range pod.Spec.Containers {
+			if pod.Spec.Containers[i].Name == ref.ContainerName {
+				target = &pod.Spec.Containers[i]
+			}
+		}
+		for i := range pod.Spec.InitContainers {
+			if pod.Spec.InitContainers[i].Name == ref.ContainerName {
+				target = &pod.Spec.InitContainers[i]
+			}
+		}
+		if target == nil {
+			return "", fmt.Errorf("resourceFieldRef: no container %q", ref.ContainerName)
+		}
+	}
+	kind, name, ok := strings.Cut(ref.Resource, ".")
+	if !ok || (kind != "limits" && kind != "requests") {
+		return "", fmt.Errorf("resourceFieldRef: unsupported resource %q", ref.Resource)
+	}
+	list := target.Resources.Limits
+	if kind == "requests" {
+		list = target.Resources.Requests
+	}
+	q, found := list[v1.ResourceName(name)]
+	if !found && kind == "limits" && s.opts.Allocatable != nil {
+		q, found = s.opts.Allocatable()[v1.ResourceName(name)]
+	}
+	if !found {
+		return "0", nil
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if name == string(v1.ResourceCPU) {
+		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
+	}
+	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+}
+
+// fieldValue resolves the downward API field references of env.
+func (s *Syncer) fieldValue(pod *v1.Pod, path string, podIPs []string) (string, bool) {
+	switch path {
 	case "metadata.name":
 		return pod.Name, true
 	case "metadata.namespace":

@@ -14,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -53,6 +54,24 @@ type Cgroups interface {
 	RemovePod(ctx context.Context, uid types.UID) error
 }
 
+// Volumes prepares and cleans up a pod's volumes and resolves the API
+// objects its environment references.
+type Volumes interface {
+	Prepare(ctx context.Context, pod *v1.Pod) error
+	MountsWithEnv(pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error)
+	Forget(uid types.UID)
+	Cleanup(ctx context.Context, uid types.UID) error
+	ConfigMapValue(ctx context.Context, namespace, name, key string, optional bool) (string, bool, error)
+	SecretValue(ctx context.Context, namespace, name, key string, optional bool) (string, bool, error)
+	ConfigMapData(ctx context.Context, namespace, name string, optional bool) (map[string]string, error)
+	SecretData(ctx context.Context, namespace, name string, optional bool) (map[string]string, error)
+}
+
+// Recorder records Kubernetes events about pods.
+type Recorder interface {
+	Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
 // StatusSink receives the status computed after every sync.
 type StatusSink interface {
 	SetPodStatus(pod *v1.Pod, st v1.PodStatus)
@@ -71,7 +90,14 @@ type Options struct {
 	RuntimeName string
 	// MachineMemory in bytes scales Burstable OOM score adjustments.
 	MachineMemory int64
-	Clock         clock.Clock
+	// Allocatable is the node's allocatable resources, for
+	// resourceFieldRef values of containers without a limit. May be nil.
+	Allocatable func() v1.ResourceList
+	Clock       clock.Clock
+	// Volumes serves pod volumes; nil means pods may have none.
+	Volumes Volumes
+	// Recorder records events; nil records none.
+	Recorder Recorder
 }
 
 // Syncer implements podworker.Syncer against a CRI runtime.
@@ -135,6 +161,11 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	}
 	acts := computeActions(pod, rs, runtime.HashContainer, crashBackoff{s.crash, s.clock})
 	waitingFor := acts.waiting
+	for name, w := range waitingFor {
+		if w.reason == ReasonCrashLoopBackOff {
+			s.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", name, klog.KObj(pod))
+		}
+	}
 
 	if acts.killPod {
 		if err := s.killPod(ctx, pod, rs, gracePeriod(pod)); err != nil {
@@ -155,6 +186,11 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		return podworker.SyncResult{}, fmt.Errorf("create pod log directory: %w", err)
 	}
 
+	if err := s.prepareVolumes(ctx, pod); err != nil {
+		s.reportStatus(ctx, pod, waitingFor, false)
+		return podworker.SyncResult{}, err
+	}
+
 	sbCfg, err := s.sandboxConfig(pod, acts.sandboxAttempt)
 	if err != nil {
 		return podworker.SyncResult{}, err
@@ -165,6 +201,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		logger.V(2).Info("Creating pod sandbox", "attempt", acts.sandboxAttempt)
 		sandboxID, err = s.rt.RunPodSandbox(ctx, sbCfg, s.opts.RuntimeHandler)
 		if err != nil {
+			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 			s.reportStatus(ctx, pod, waitingFor, false)
 			return podworker.SyncResult{}, fmt.Errorf("create pod sandbox: %w", err)
 		}
@@ -178,6 +215,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 
 	for _, k := range acts.kill {
 		logger.Info("Killing container", "container", k.name, "reason", k.reason)
+		s.event(pod, v1.EventTypeNormal, "Killing", "Stopping container %s", k.name)
 		if err := s.rt.StopContainer(ctx, k.id, gracePeriod(pod)); err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			return podworker.SyncResult{}, fmt.Errorf("stop container %s: %w", k.name, err)
 		}
@@ -225,14 +263,22 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 	if st.backoffKey != "" {
 		s.crash.Next(st.backoffKey, st.finishedAt)
 	}
-	cfg := s.containerConfig(pod, c, st.init, st.restartCount, image, podIPs)
+	cfg, err := s.containerConfig(ctx, pod, c, st.init, st.restartCount, image, podIPs)
+	if err != nil {
+		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		return ReasonCreateContainerConfigError, err.Error(), fmt.Errorf("configure container %s: %w", c.Name, err)
+	}
 	id, err := s.rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
 	if err != nil {
+		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return ReasonCreateContainerError, err.Error(), fmt.Errorf("create container %s: %w", c.Name, err)
 	}
+	s.event(pod, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)
 	if err := s.rt.StartContainer(ctx, id); err != nil {
+		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return ReasonRunContainerError, err.Error(), fmt.Errorf("start container %s: %w", c.Name, err)
 	}
+	s.event(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
 	logger.Info("Started container", "containerID", id, "restartCount", st.restartCount)
 	return "", "", nil
 }
@@ -250,7 +296,9 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 			return ref, "", nil
 		}
 		if policy == v1.PullNever {
-			return "", ReasonErrImageNeverPull, fmt.Errorf("container image %q is not present with pull policy of Never", c.Image)
+			err := fmt.Errorf("container image %q is not present with pull policy of Never", c.Image)
+			s.event(pod, v1.EventTypeWarning, ReasonErrImageNeverPull, "%v", err)
+			return "", ReasonErrImageNeverPull, err
 		}
 	}
 	key := string(pod.UID) + "_" + c.Image
@@ -258,10 +306,12 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		s.mu.Lock()
 		last := s.pullErrs[key]
 		s.mu.Unlock()
+		s.event(pod, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", c.Image)
 		return "", ReasonImagePullBackOff, fmt.Errorf("back-off pulling image %q: %s", c.Image, last)
 	}
 	logger := klog.FromContext(ctx)
 	logger.Info("Pulling image", "container", c.Name, "image", c.Image)
+	s.event(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
 	start := s.clock.Now()
 	ref, err := s.rt.PullImage(ctx, c.Image, nil, sbCfg)
 	if err != nil {
@@ -269,10 +319,12 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		s.mu.Lock()
 		s.pullErrs[key] = err.Error()
 		s.mu.Unlock()
+		s.event(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		return "", ReasonErrImagePull, fmt.Errorf("pull image %q: %w", c.Image, err)
 	}
 	s.pulls.Reset(key)
 	logger.Info("Pulled image", "container", c.Name, "image", c.Image, "duration", s.clock.Since(start))
+	s.event(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, s.clock.Since(start).Round(time.Millisecond))
 	return ref, "", nil
 }
 
@@ -307,6 +359,9 @@ func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus
 		go func(c *runtime.ContainerStatus) {
 			defer wg.Done()
 			logger.Info("Killing container", "container", c.Name, "gracePeriod", grace)
+			if len(pod.Spec.Containers) > 0 { // not for orphans known only from the runtime
+				s.event(pod, v1.EventTypeNormal, "Killing", "Stopping container %s", c.Name)
+			}
 			if err := s.rt.StopContainer(ctx, c.ID, grace); err != nil && !errors.Is(err, runtime.ErrNotFound) {
 				errc <- fmt.Errorf("stop container %s: %w", c.Name, err)
 			}
@@ -335,6 +390,9 @@ func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus
 // SyncTerminatedPod releases what the pod held on the node once nothing
 // of it runs: its pod cgroup.
 func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod) error {
+	if s.opts.Volumes != nil {
+		s.opts.Volumes.Forget(pod.UID)
+	}
 	if s.cgroups == nil {
 		return nil
 	}
@@ -376,7 +434,35 @@ func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
 			return fmt.Errorf("remove pod cgroup: %w", err)
 		}
 	}
+	if s.opts.Volumes != nil {
+		if err := s.opts.Volumes.Cleanup(ctx, uid); err != nil {
+			return fmt.Errorf("clean up pod volumes: %w", err)
+		}
+	}
 	return nil
+}
+
+// prepareVolumes sets up the pod's volumes; a failure is reported as a
+// FailedMount event and leaves the containers waiting.
+func (s *Syncer) prepareVolumes(ctx context.Context, pod *v1.Pod) error {
+	if len(pod.Spec.Volumes) == 0 {
+		return nil
+	}
+	if s.opts.Volumes == nil {
+		return fmt.Errorf("pod %s has volumes but no volume manager is configured", klog.KObj(pod))
+	}
+	if err := s.opts.Volumes.Prepare(ctx, pod); err != nil {
+		s.event(pod, v1.EventTypeWarning, "FailedMount", "%v", err)
+		return fmt.Errorf("prepare volumes: %w", err)
+	}
+	return nil
+}
+
+// event records an event about pod when a recorder is configured.
+func (s *Syncer) event(pod *v1.Pod, eventtype, reason, format string, args ...any) {
+	if s.opts.Recorder != nil {
+		s.opts.Recorder.Eventf(pod, eventtype, reason, format, args...)
+	}
 }
 
 // reportStatus computes the pod's status from a fresh runtime view and

@@ -240,6 +240,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			MirrorPod: func(static *v1.Pod) (*v1.Pod, bool) {
 				return mirror.MirrorFor(static, apiPods.MirrorPods())
 			},
+			GetPod: func(namespace, name string) (*v1.Pod, bool) {
+				return findAPIPod(namespace, name, desired.Pods(), apiPods.MirrorPods())
+			},
 		})
 		g.Go(func() error { return node.Run(ctx) })
 		g.Go(func() error { return apiPods.Run(ctx) })
@@ -487,4 +490,21 @@ func reserved(lists ...map[string]string) v1.ResourceList {
 		}
 	}
 	return out
+}
+
+// findAPIPod looks a pod up by name among the API pods and the mirror pods
+// the informer has seen, so the status writer needs no GET of its own.
+// desired also holds static pods, which are not API objects.
+func findAPIPod(namespace, name string, desired, mirrors []*v1.Pod) (*v1.Pod, bool) {
+	for _, p := range desired {
+		if p.Namespace == namespace && p.Name == name && !podconfig.IsStatic(p) {
+			return p, true
+		}
+	}
+	for _, p := range mirrors {
+		if p.Namespace == namespace && p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
 }

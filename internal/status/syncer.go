@@ -345,7 +345,10 @@ func (s *Syncer) delete(ctx context.Context, pod *v1.Pod, rec *record) {
 // anything else is retried later with backoff.
 func (s *Syncer) failed(ctx context.Context, pod *v1.Pod, rec *record, deleting bool, verb string, err error) {
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+	// The Node authorizer answers Forbidden, not NotFound, for a pod that
+	// is no longer bound to this node, such as one deleted meanwhile.
+	goneForNode := verb == "get" && apierrors.IsForbidden(err) && s.opts.GetPod != nil
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || goneForNode {
 		logger.V(2).Info("Pod is gone from the API server, status not sent", "verb", verb, "apiUID", rec.target, "reason", apierrors.ReasonForError(err))
 		s.forget(pod, rec, deleting)
 		return

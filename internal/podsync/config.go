@@ -4,19 +4,18 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/heartlet/heartlet/internal/expansion"
 	"github.com/heartlet/heartlet/internal/qos"
 	"github.com/heartlet/heartlet/internal/runtime"
+	"github.com/heartlet/heartlet/internal/volume"
 )
 
 // maxDNSSearches is the number of search domains the resolver honours;
@@ -291,14 +290,14 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	for _, kv := range env {
 		envMap[kv.Key] = string(kv.Value)
 	}
-	look := mapLookup(envMap)
+	look := expansion.MapLookup(envMap)
 	command := make([]string, len(c.Command))
 	for i, v := range c.Command {
-		command[i] = expand(v, look)
+		command[i] = expansion.Expand(v, look)
 	}
 	args := make([]string, len(c.Args))
 	for i, v := range c.Args {
-		args[i] = expand(v, look)
+		args[i] = expansion.Expand(v, look)
 	}
 	var mounts []*runtimeapi.Mount
 	if len(c.VolumeMounts) > 0 {
@@ -364,7 +363,7 @@ func (s *Syncer) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expand(e.Value, mapLookup(defined)))
+			set(e.Name, expansion.Expand(e.Value, expansion.MapLookup(defined)))
 			continue
 		}
 		v, ok, err := s.valueFrom(ctx, pod, c, e.ValueFrom, podIPs)
@@ -404,7 +403,11 @@ func (s *Syncer) valueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container, sr
 		}
 		return v, true, nil
 	case src.ResourceFieldRef != nil:
-		v, err := s.resourceValue(pod, c, src.ResourceFieldRef)
+		var alloc v1.ResourceList
+		if s.opts.Allocatable != nil {
+			alloc = s.opts.Allocatable()
+		}
+		v, err := volume.ContainerResourceValue(pod, c.Name, src.ResourceFieldRef, alloc)
 		return v, err == nil, err
 	case src.ConfigMapKeyRef != nil || src.SecretKeyRef != nil:
 		if s.opts.Volumes == nil {
@@ -417,52 +420,6 @@ func (s *Syncer) valueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container, sr
 		return s.opts.Volumes.SecretValue(ctx, pod.Namespace, r.Name, r.Key, optional(r.Optional))
 	}
 	return "", false, nil
-}
-
-// resourceValue resolves a resourceFieldRef: the named container's limit
-// or request divided by the divisor and rounded up, with the node's
-// allocatable standing in for an unset limit, as upstream.
-func (s *Syncer) resourceValue(pod *v1.Pod, c *v1.Container, ref *v1.ResourceFieldSelector) (string, error) {
-	target := c
-	if ref.ContainerName != "" {
-		target = nil
-		for i := range pod.Spec.Containers {
-			if pod.Spec.Containers[i].Name == ref.ContainerName {
-				target = &pod.Spec.Containers[i]
-			}
-		}
-		for i := range pod.Spec.InitContainers {
-			if pod.Spec.InitContainers[i].Name == ref.ContainerName {
-				target = &pod.Spec.InitContainers[i]
-			}
-		}
-		if target == nil {
-			return "", fmt.Errorf("resourceFieldRef: no container %q", ref.ContainerName)
-		}
-	}
-	kind, name, ok := strings.Cut(ref.Resource, ".")
-	if !ok || (kind != "limits" && kind != "requests") {
-		return "", fmt.Errorf("resourceFieldRef: unsupported resource %q", ref.Resource)
-	}
-	list := target.Resources.Limits
-	if kind == "requests" {
-		list = target.Resources.Requests
-	}
-	q, found := list[v1.ResourceName(name)]
-	if !found && kind == "limits" && s.opts.Allocatable != nil {
-		q, found = s.opts.Allocatable()[v1.ResourceName(name)]
-	}
-	if !found {
-		return "0", nil
-	}
-	divisor := ref.Divisor
-	if divisor.IsZero() {
-		divisor = resource.MustParse("1")
-	}
-	if name == string(v1.ResourceCPU) {
-		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
-	}
-	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
 }
 
 // fieldValue resolves the downward API field references of env.

@@ -92,7 +92,7 @@ func (m *Manager) downwardAPIFiles(pod *v1.Pod, items []v1.DownwardAPIVolumeFile
 		case it.FieldRef != nil:
 			val, err = podFieldValue(pod, it.FieldRef.FieldPath)
 		case it.ResourceFieldRef != nil:
-			val, err = containerResourceValue(pod, "", it.ResourceFieldRef, m.allocatable())
+			val, err = ContainerResourceValue(pod, "", it.ResourceFieldRef, m.allocatable())
 		default:
 			err = errors.New("neither fieldRef nor resourceFieldRef is set")
 		}

@@ -71,11 +71,11 @@ func formatMap(m map[string]string) string {
 	return strings.Join(lines, "\n")
 }
 
-// containerResourceValue returns the value of a resourceFieldRef for the
+// ContainerResourceValue returns the value of a resourceFieldRef for the
 // named container, divided by the divisor (default 1) and rounded up. An
 // unset cpu, memory or ephemeral-storage limit falls back to the pod-level
 // limit, then to the node's allocatable amount, as upstream reports it.
-func containerResourceValue(pod *v1.Pod, defaultContainer string, fs *v1.ResourceFieldSelector, allocatable v1.ResourceList) (string, error) {
+func ContainerResourceValue(pod *v1.Pod, defaultContainer string, fs *v1.ResourceFieldSelector, allocatable v1.ResourceList) (string, error) {
 	name := fs.ContainerName
 	if name == "" {
 		name = defaultContainer

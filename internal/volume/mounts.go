@@ -11,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/heartlet/heartlet/internal/expansion"
 )
 
 // Mounts returns the CRI mounts of the container's volumeMounts, in order.
@@ -213,7 +215,7 @@ func within(base, p string) bool {
 // error, as upstream treats it.
 func expandSubPathExpr(expr string, env map[string]string) (string, error) {
 	missing := map[string]bool{}
-	out := expand(expr, func(name string) (string, bool) {
+	out := expansion.Expand(expr, func(name string) (string, bool) {
 		v, ok := env[name]
 		if !ok || v == "" {
 			missing[name] = true
@@ -231,43 +233,6 @@ func expandSubPathExpr(expr string, env map[string]string) (string, error) {
 	return out, nil
 }
 
-// expand replaces every $(NAME) in s with lookup(NAME) when lookup knows
-// it and keeps the reference as written otherwise; $$ yields a literal $.
-func expand(s string, lookup func(string) (string, bool)) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '$' || i+1 >= len(s) {
-			b.WriteByte(c)
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := lookup(name); ok && name != "" {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
-
 // specEnv is the container's environment as far as the spec gives it
 // without the API: literal values (expanded with the variables before
 // them) and fieldRef/resourceFieldRef values. configMapKeyRef and
@@ -281,13 +246,13 @@ func (m *Manager) specEnv(pod *v1.Pod, c *v1.Container) map[string]string {
 	for _, e := range c.Env {
 		switch {
 		case e.ValueFrom == nil:
-			env[e.Name] = expand(e.Value, lookup)
+			env[e.Name] = expansion.Expand(e.Value, lookup)
 		case e.ValueFrom.FieldRef != nil:
 			if v, err := m.envFieldValue(pod, e.ValueFrom.FieldRef.FieldPath); err == nil {
 				env[e.Name] = v
 			}
 		case e.ValueFrom.ResourceFieldRef != nil:
-			if v, err := containerResourceValue(pod, c.Name, e.ValueFrom.ResourceFieldRef, m.allocatable()); err == nil {
+			if v, err := ContainerResourceValue(pod, c.Name, e.ValueFrom.ResourceFieldRef, m.allocatable()); err == nil {
 				env[e.Name] = v
 			}
 		}

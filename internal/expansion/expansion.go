@@ -1,12 +1,14 @@
-package podsync
+// Package expansion expands $(VAR) references the way the Kubernetes API
+// defines them for container command, args, env values and subPathExpr.
+package expansion
 
 import "strings"
 
-// expand replaces every $(NAME) in s with lookup(NAME) when lookup knows
+// Expand replaces every $(NAME) in s with lookup(NAME) when lookup knows
 // NAME, and leaves the reference as written otherwise. $$ escapes a dollar
 // sign, so $$(NAME) yields the literal text $(NAME). These are the rules the
 // API documents for command, args and env values.
-func expand(s string, lookup func(string) (string, bool)) string {
+func Expand(s string, lookup func(string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
@@ -44,8 +46,8 @@ func expand(s string, lookup func(string) (string, bool)) string {
 	return b.String()
 }
 
-// mapLookup adapts a map to expand's lookup function.
-func mapLookup(m map[string]string) func(string) (string, bool) {
+// MapLookup adapts a map to expand's lookup function.
+func MapLookup(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) {
 		v, ok := m[k]
 		return v, ok

@@ -1,4 +1,4 @@
-package podsync
+package expansion
 
 import "testing"
 
@@ -23,8 +23,8 @@ func TestExpand(t *testing.T) {
 		{"trailing $", "trailing $"},
 	}
 	for _, tt := range tests {
-		if got := expand(tt.in, mapLookup(env)); got != tt.want {
-			t.Errorf("expand(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := Expand(tt.in, MapLookup(env)); got != tt.want {
+			t.Errorf("Expand(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -36,9 +36,9 @@ func FuzzExpand(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		// With nothing defined, expansion only ever removes the escape
 		// dollar of "$$", so the output is never longer than the input.
-		out := expand(s, func(string) (string, bool) { return "", false })
+		out := Expand(s, func(string) (string, bool) { return "", false })
 		if len(out) > len(s) {
-			t.Fatalf("expand(%q) grew to %q", s, out)
+			t.Fatalf("Expand(%q) grew to %q", s, out)
 		}
 	})
 }

@@ -329,7 +329,11 @@ func TestSyncerAPIErrors(t *testing.T) {
 		err  error
 		// retried: a later round (after the backoff) calls the API again.
 		retried bool
+		// informer: the caller gives a GetPod that does not know the pod.
+		informer bool
 	}{
+		{name: "forbidden get of a pod the informer no longer has", verb: "get", err: apierrors.NewForbidden(gr, "web", errors.New("no relationship found between node and this object")), informer: true},
+		{name: "forbidden get without an informer is retried", verb: "get", err: apierrors.NewForbidden(gr, "web", errors.New("denied")), retried: true},
 		{name: "pod gone on patch", verb: "patch", err: apierrors.NewNotFound(gr, "web")},
 		{name: "pod gone on get", verb: "get", err: apierrors.NewNotFound(gr, "web")},
 		{name: "UID precondition fails", verb: "patch", err: apierrors.NewConflict(gr, "web", errors.New("precondition failed: UID"))},
@@ -339,7 +343,11 @@ func TestSyncerAPIErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := boundPod("default", "web", "uid-1")
-			e := newSyncerEnv(t, SyncerOptions{}, pod)
+			var opts SyncerOptions
+			if tt.informer {
+				opts.GetPod = func(string, string) (*v1.Pod, bool) { return nil, false }
+			}
+			e := newSyncerEnv(t, opts, pod)
 			e.kube.PrependReactor(tt.verb, "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tt.err
 			})

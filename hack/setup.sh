@@ -13,6 +13,8 @@ packages=(containerd runc containernetworking-plugins busybox-static umoci skope
 	iptables iproute2 procps docker-registry kmod)
 # The race detector needs cgo.
 packages+=(gcc libc6-dev)
+# The control plane of hack/kube.sh: its store, certificates, readiness probes.
+packages+=(etcd-server openssl curl)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -29,7 +31,7 @@ fi
 
 # Debian starts the packaged daemons; the test environment runs its own.
 # They are left alone if they were already running before.
-for svc in containerd docker-registry; do
+for svc in containerd docker-registry etcd; do
 	if printf '%s\n' "${missing[@]:-}" | grep -qx "$svc" && command -v service >/dev/null; then
 		service "$svc" stop >/dev/null 2>&1 || true
 	fi
@@ -68,5 +70,9 @@ go_tool staticcheck honnef.co/go/tools "honnef.co/go/tools/cmd/staticcheck@$STAT
 go_tool crictl sigs.k8s.io/cri-tools "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 
 "$HEARTLET_REPO/hack/images.sh"
+
+# The cluster-mode tests' control plane (hack/kube.sh); a one-time cold
+# build of about 20 minutes, then cached under $HEARTLET_KUBE_BIN_DIR.
+build_kube_binaries
 
 log "setup done in $(elapsed "$start")"

@@ -165,7 +165,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		node = nodestatus.New(cl.Kube, a.clock, nodestatus.Options{
 			NodeName:          a.opts.NodeName,
 			NodeIPs:           nodeIPs,
-			Hostname:          hostname,
+			Hostname:          a.opts.NodeName,
 			RegisterNode:      cfg.RegisterNode == nil || *cfg.RegisterNode,
 			Labels:            a.opts.NodeLabels,
 			Taints:            cfg.RegisterWithTaints,

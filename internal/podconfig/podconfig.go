@@ -193,6 +193,11 @@ func (c *Config) Set(source string, pods []*v1.Pod) {
 	for _, p := range removes {
 		c.enqueue(Update{Op: OpRemove, Pod: p.DeepCopy()})
 	}
+	// New pods are handed on oldest first, so admission (which counts the
+	// pods admitted before) decides in creation order, as upstream.
+	sort.SliceStable(adds, func(i, j int) bool {
+		return adds[i].Pod.CreationTimestamp.Before(&adds[j].Pod.CreationTimestamp)
+	})
 	for _, u := range adds {
 		c.owner[u.Pod.UID] = source
 		c.enqueue(Update{Op: u.Op, Pod: u.Pod.DeepCopy()})

@@ -2,6 +2,7 @@ package podconfig
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -309,5 +310,23 @@ func TestOpString(t *testing.T) {
 		if op.String() != want {
 			t.Errorf("%d.String() = %q, want %q", int(op), op.String(), want)
 		}
+	}
+}
+
+func TestAddsInCreationOrder(t *testing.T) {
+	c := New()
+	old, mid, young := pod("c", "old", "img"), pod("a", "mid", "img"), pod("b", "young", "img")
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	old.CreationTimestamp = metav1.NewTime(base)
+	mid.CreationTimestamp = metav1.NewTime(base.Add(time.Second))
+	young.CreationTimestamp = metav1.NewTime(base.Add(2 * time.Second))
+	// Sources deliver in UID order; admission must see creation order.
+	c.Set("api", []*v1.Pod{mid, young, old})
+	var got []string
+	for _, u := range recv(t, c, 3) {
+		got = append(got, u.Pod.Name)
+	}
+	if want := []string{"old", "mid", "young"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("add order = %v, want %v", got, want)
 	}
 }

@@ -19,6 +19,7 @@ type fakeVolumes struct {
 	configMaps map[string]map[string]string
 	prepared   int
 	prepareErr error
+	cleaned    []types.UID
 }
 
 var errMissing = errors.New("missing")
@@ -32,7 +33,10 @@ func (f *fakeVolumes) MountsWithEnv(_ *v1.Pod, c *v1.Container, _ map[string]str
 	return out, nil
 }
 func (f *fakeVolumes) Forget(types.UID)                         {}
-func (f *fakeVolumes) Cleanup(context.Context, types.UID) error { return nil }
+func (f *fakeVolumes) Cleanup(_ context.Context, uid types.UID) error {
+	f.cleaned = append(f.cleaned, uid)
+	return nil
+}
 func (f *fakeVolumes) ConfigMapValue(_ context.Context, ns, name, key string, optional bool) (string, bool, error) {
 	d, ok := f.configMaps[ns+"/"+name]
 	if v, found := d[key]; ok && found {
@@ -140,6 +144,16 @@ func TestVolumesPreparedAndMounted(t *testing.T) {
 	m := h.running("c").Config.GetMounts()
 	if len(m) != 1 || m[0].ContainerPath != "/data" || m[0].HostPath != "/vol/data" {
 		t.Errorf("mounts = %v", m)
+	}
+
+	if err := h.syncer.SyncTerminatingPod(h.ctx, pod, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.syncer.SyncTerminatedPod(h.ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if len(vols.cleaned) != 1 || vols.cleaned[0] != pod.UID {
+		t.Errorf("volumes cleaned up for %v, want the terminated pod", vols.cleaned)
 	}
 
 	failing := testPod(v1.RestartPolicyAlways, nil, "d")

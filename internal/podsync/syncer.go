@@ -388,10 +388,15 @@ func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus
 }
 
 // SyncTerminatedPod releases what the pod held on the node once nothing
-// of it runs: its pod cgroup.
+// of it runs: its volumes and its pod cgroup.
 func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod) error {
 	if s.opts.Volumes != nil {
+		// Nothing runs any more: unmount and remove the volumes before the
+		// pod object may be deleted, as upstream.
 		s.opts.Volumes.Forget(pod.UID)
+		if err := s.opts.Volumes.Cleanup(ctx, pod.UID); err != nil {
+			return fmt.Errorf("clean up pod volumes: %w", err)
+		}
 	}
 	if s.cgroups == nil {
 		return nil

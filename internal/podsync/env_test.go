@@ -32,7 +32,7 @@ func (f *fakeVolumes) MountsWithEnv(_ *v1.Pod, c *v1.Container, _ map[string]str
 	}
 	return out, nil
 }
-func (f *fakeVolumes) Forget(types.UID)                         {}
+func (f *fakeVolumes) Forget(types.UID) {}
 func (f *fakeVolumes) Cleanup(_ context.Context, uid types.UID) error {
 	f.cleaned = append(f.cleaned, uid)
 	return nil

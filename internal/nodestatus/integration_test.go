@@ -46,7 +46,7 @@ func TestIntegrationNodeStatus(t *testing.T) {
 		RootDir:      t.TempDir(),
 		Heartbeat:    c.Heartbeat,
 	}, rt)
-	t.Cleanup(func() {
+	deleteNode := func() {
 		ctx := context.Background()
 		_ = c.Heartbeat.CoordinationV1().Leases(LeaseNamespace).Delete(ctx, name, metav1.DeleteOptions{})
 		if admin := os.Getenv("HEARTLET_KUBECONFIG"); admin != "" {
@@ -54,7 +54,11 @@ func TestIntegrationNodeStatus(t *testing.T) {
 				_ = ac.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
 			}
 		}
-	})
+	}
+	// Node labels apply at registration only: start from no Node, even
+	// when an earlier test registered this node name.
+	deleteNode()
+	t.Cleanup(deleteNode)
 
 	if err := m.syncStatus(ctx); err != nil {
 		t.Fatalf("registering: %v", err)

@@ -107,7 +107,7 @@ e2e() {
 
 # Cluster-mode tests that do not pass yet; they are listed in the README's
 # limits and run with HEARTLET_E2E_SKIP= (empty).
-known_failing='^(TestClusterMaxPods|TestClusterRestartKeepsPods|TestClusterPodVolumes|TestClusterPodMissingObjects)$'
+known_failing='^TestClusterPodVolumes$'
 
 # The integration tests of single packages against the real containerd,
 # cgroups, tmpfs and control plane (build tag integration).

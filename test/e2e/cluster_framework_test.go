@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -81,37 +80,9 @@ func startClusterHeartlet(t *testing.T, opts clusterOptions) *heartlet {
 // heartlet without starting it.
 func newClusterHeartlet(t *testing.T, opts clusterOptions) *heartlet {
 	t.Helper()
-	dir := t.TempDir()
-	h := &heartlet{
-		t:           t,
-		dir:         dir,
-		rootDir:     filepath.Join(dir, "root"),
-		manifestDir: filepath.Join(dir, "manifests"),
-		podLogsDir:  filepath.Join(dir, "pod-logs"),
-		configPath:  filepath.Join(dir, "config.yaml"),
-		logPath:     filepath.Join(dir, "heartlet.log"),
-		roPort:      freePort(t),
-		healthzPort: freePort(t),
-	}
-	for _, d := range []string{h.rootDir, h.manifestDir, h.podLogsDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatalf("create %s: %v", d, err)
-		}
-	}
+	h := newHeartlet(t, opts.config)
 	// Runs after heartlet has stopped and before the directory is removed.
-	t.Cleanup(func() { unmountLeftovers(t, dir) })
-	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-readOnlyPort: %d
-healthzPort: %d
-healthzBindAddress: 127.0.0.1
-podLogsDir: %s
-cgroupDriver: cgroupfs
-failSwapOn: false
-%s`, h.roPort, h.healthzPort, h.podLogsDir, opts.config)
-	if err := os.WriteFile(h.configPath, []byte(config), 0o644); err != nil {
-		t.Fatalf("write heartlet config: %v", err)
-	}
+	t.Cleanup(func() { unmountLeftovers(t, h.dir) })
 	return h
 }
 

@@ -58,6 +58,17 @@ type heartlet struct {
 // test ends; its log is printed if the test failed.
 func startHeartlet(t *testing.T) *heartlet {
 	t.Helper()
+	h := newHeartlet(t, "")
+	t.Cleanup(h.cleanup)
+	h.start()
+	return h
+}
+
+// newHeartlet lays out a heartlet's directories under a fresh temporary
+// directory, picks free ports and writes its configuration file, with
+// extra appended to the KubeletConfiguration. It starts nothing.
+func newHeartlet(t *testing.T, extra string) *heartlet {
+	t.Helper()
 	dir := t.TempDir()
 	h := &heartlet{
 		t:           t,
@@ -83,12 +94,10 @@ healthzBindAddress: 127.0.0.1
 podLogsDir: %s
 cgroupDriver: cgroupfs
 failSwapOn: false
-`, h.roPort, h.healthzPort, h.podLogsDir)
+%s`, h.roPort, h.healthzPort, h.podLogsDir, extra)
 	if err := os.WriteFile(h.configPath, []byte(config), 0o644); err != nil {
 		t.Fatalf("write heartlet config: %v", err)
 	}
-	t.Cleanup(h.cleanup)
-	h.start()
 	return h
 }
 

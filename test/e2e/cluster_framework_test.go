@@ -107,39 +107,7 @@ func startCluster(t *testing.T, h *heartlet, opts clusterOptions) {
 	if kubeconfig == "" {
 		kubeconfig = nodeKubeconfig
 	}
-	logFile, err := os.OpenFile(h.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatalf("open heartlet log: %v", err)
-	}
-	fmt.Fprintf(logFile, "===== e2e: starting heartlet (cluster mode) at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(heartletBin, clusterArgs(h, kubeconfig)...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("start %s: %v", heartletBin, err)
-	}
-	h.cmd = cmd
-	h.done = make(chan struct{})
-	done := h.done
-	go func() {
-		h.err = cmd.Wait()
-		logFile.Close()
-		close(done)
-	}()
-	deadline := time.Now().Add(startTimeout)
-	for {
-		if _, err := h.pods(); err == nil {
-			return
-		} else if time.Now().After(deadline) {
-			t.Fatalf("heartlet did not serve http://127.0.0.1:%d/pods within %v: %v", h.roPort, startTimeout, err)
-		}
-		select {
-		case <-done:
-			t.Fatalf("heartlet exited during startup: %v", h.err)
-		case <-time.After(pollInterval):
-		}
-	}
+	h.run("cluster mode", clusterArgs(h, kubeconfig)...)
 }
 
 // kubectl runs kubectl as the cluster admin and returns its stdout.

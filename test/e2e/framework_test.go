@@ -104,12 +104,7 @@ failSwapOn: false
 // start runs the binary (again, after a kill) and waits until it serves.
 func (h *heartlet) start() {
 	h.t.Helper()
-	logFile, err := os.OpenFile(h.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		h.t.Fatalf("open heartlet log: %v", err)
-	}
-	fmt.Fprintf(logFile, "===== e2e: starting heartlet at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(heartletBin,
+	h.run("standalone",
 		"--config", h.configPath,
 		"--root-dir", h.rootDir,
 		"--pod-manifest-path", h.manifestDir,
@@ -117,6 +112,18 @@ func (h *heartlet) start() {
 		"--hostname-override", nodeName,
 		"--v", "2",
 	)
+}
+
+// run starts the binary with args, its output appended to the log file,
+// and waits until its read-only port serves /pods.
+func (h *heartlet) run(mode string, args ...string) {
+	h.t.Helper()
+	logFile, err := os.OpenFile(h.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		h.t.Fatalf("open heartlet log: %v", err)
+	}
+	fmt.Fprintf(logFile, "===== e2e: starting heartlet (%s) at %s\n", mode, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(heartletBin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {

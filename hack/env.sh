@@ -251,6 +251,7 @@ write_env_file() {
 		export HEARTLET_REGISTRY=$HEARTLET_REGISTRY
 		export HEARTLET_BUSYBOX_IMAGE=$HEARTLET_BUSYBOX_IMAGE
 		export HEARTLET_PAUSE_IMAGE=$HEARTLET_PAUSE_IMAGE
+		export HEARTLET_TESTSERVER_IMAGE=$HEARTLET_TESTSERVER_IMAGE
 		export CONTAINER_RUNTIME_ENDPOINT=$ENDPOINT
 		export IMAGE_SERVICE_ENDPOINT=$ENDPOINT
 		export CRI_CONFIG_FILE=$CRICTL_CONFIG
@@ -271,7 +272,7 @@ cmd_start() {
 		log "cleaning up a partial environment first"
 		cmd_stop
 	fi
-	for f in busybox/index.json pause/index.json pause.tar; do
+	for f in busybox/index.json pause/index.json pause.tar testserver/index.json; do
 		[[ -e $HEARTLET_IMAGE_DIR/$f ]] || die "missing test image $HEARTLET_IMAGE_DIR/$f; run hack/setup.sh"
 	done
 	command -v crictl >/dev/null || die "crictl missing; run hack/setup.sh"
@@ -290,7 +291,7 @@ cmd_start() {
 		die "registry did not start"
 	}
 	local img
-	for img in busybox:1.35 pause:3.10; do
+	for img in busybox:1.35 pause:3.10 testserver:1.0; do
 		skopeo copy --quiet --dest-tls-verify=false \
 			"oci:$HEARTLET_IMAGE_DIR/${img%%:*}:${img#*:}" "docker://$HEARTLET_REGISTRY/$img"
 	done

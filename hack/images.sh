@@ -3,6 +3,9 @@
 #   $HEARTLET_IMAGE_DIR/busybox   OCI layout, tag 1.35  (localhost:5000/busybox:1.35)
 #   $HEARTLET_IMAGE_DIR/pause     OCI layout, tag 3.10  (localhost:5000/pause:3.10)
 #   $HEARTLET_IMAGE_DIR/pause.tar docker-archive named localhost:5000/pause:3.10
+#   $HEARTLET_IMAGE_DIR/testserver OCI layout, tag 1.0 (localhost:5000/testserver:1.0):
+#                                 the busybox image plus /testserver
+#                                 (test/images/testserver)
 # Skips the build when the inputs have not changed; --force rebuilds.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -17,7 +20,8 @@ busybox=/bin/busybox
 inputs_hash() {
 	{
 		cat "$HEARTLET_REPO/hack/images.sh"
-		cat "$HEARTLET_REPO"/test/images/pause/*.go
+		cat "$HEARTLET_REPO"/test/images/pause/*.go "$HEARTLET_REPO"/test/images/testserver/*.go
+		cat "$HEARTLET_REPO"/go.sum
 		dpkg-query -W -f='${Package} ${Version}\n' busybox-static umoci
 		go version
 	} | sha256sum | cut -d' ' -f1
@@ -75,7 +79,20 @@ umoci config --image "$pause:3.10" --os linux --architecture amd64 \
 umoci gc --layout "$pause"
 skopeo copy --quiet "oci:$pause:3.10" "docker-archive:$work/pause.tar:$HEARTLET_PAUSE_IMAGE"
 
-rm -rf "$work/bb-bundle" "$work/pause-bundle"
+# testserver: the busybox root plus one static Go binary, so the tests can
+# both drive the server and run shell commands in it.
+ts=$work/testserver
+new_image "$ts" 1.0 "$work/ts-bundle"
+cp -a "$rootfs/." "$work/ts-bundle/rootfs/"
+(cd "$HEARTLET_REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOFLAGS=-buildvcs=false \
+	go build -trimpath -ldflags='-s -w' -o "$work/ts-bundle/rootfs/testserver" ./test/images/testserver)
+umoci repack --image "$ts:1.0" "$work/ts-bundle"
+umoci config --image "$ts:1.0" --os linux --architecture amd64 \
+	--config.env PATH=/usr/sbin:/usr/bin:/sbin:/bin --config.cmd /testserver --config.cmd serve \
+	--author heartlet --history.created_by 'hack/images.sh'
+umoci gc --layout "$ts"
+
+rm -rf "$work/bb-bundle" "$work/pause-bundle" "$work/ts-bundle"
 printf '%s\n' "$want" >"$work/stamp"
 rm -rf "$HEARTLET_IMAGE_DIR"
 mv "$work" "$HEARTLET_IMAGE_DIR"

@@ -6,8 +6,7 @@
 #
 # Environment:
 #   HEARTLET_E2E_RUN   passed to the e2e run as -run (select tests)
-#   HEARTLET_E2E_SKIP  passed to the e2e run as -skip; by default the
-#                      cluster-mode tests that still fail (see README, limits)
+#   HEARTLET_E2E_SKIP  passed to the e2e run as -skip (default: none)
 #   HEARTLET_SKIP_E2E  set to 1 to stop after the unit tests
 #   HEARTLET_SKIP_KUBE set to 1 to run the e2e tests without the control
 #                      plane of hack/kube.sh (the cluster tests then skip)
@@ -100,14 +99,9 @@ e2e() {
 	fi
 	local args=(-tags e2e -count=1 -v -timeout 30m)
 	[[ -n ${HEARTLET_E2E_RUN:-} ]] && args+=(-run "$HEARTLET_E2E_RUN")
-	local skip=${HEARTLET_E2E_SKIP-$known_failing}
-	[[ -n $skip ]] && args+=(-skip "$skip")
+	[[ -n ${HEARTLET_E2E_SKIP:-} ]] && args+=(-skip "$HEARTLET_E2E_SKIP")
 	HEARTLET_BIN=$HEARTLET_REPO/bin/heartlet go test "${args[@]}" ./test/e2e/...
 }
-
-# Cluster-mode tests that do not pass yet; they are listed in the README's
-# limits and run with HEARTLET_E2E_SKIP= (empty).
-known_failing='^TestClusterPodVolumes$'
 
 # The integration tests of single packages against the real containerd,
 # cgroups, tmpfs and control plane (build tag integration).

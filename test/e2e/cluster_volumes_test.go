@@ -16,7 +16,8 @@ import (
 
 // volumeReporter copies what the pod sees into the hostPath /out every
 // second (exec is not available to the tests): its volumes, its env and
-// the result of an API request with its service-account token.
+// the result of an API request with its service-account token, made by
+// the test image's Go client that verifies the server with the mounted CA.
 const volumeReporter = `sa=/var/run/secrets/kubernetes.io/serviceaccount
 report() {
 	cat /etc/cm/greeting > /out/cm.tmp && mv /out/cm.tmp /out/cm
@@ -26,7 +27,7 @@ report() {
 	echo "$GREETING $PASSWORD" > /out/env.tmp && mv /out/env.tmp /out/env
 	cat $sa/namespace > /out/sa-namespace.tmp && mv /out/sa-namespace.tmp /out/sa-namespace
 	cp $sa/ca.crt /out/sa-ca.tmp && mv /out/sa-ca.tmp /out/sa-ca.crt
-	wget -q -O /out/api.tmp --no-check-certificate --header "Authorization: Bearer $(cat $sa/token)" https://127.0.0.1:6443/api 2>/out/api.err && mv /out/api.tmp /out/api
+	/testserver fetch -ca-file $sa/ca.crt -token-file $sa/token -o /out/api https://127.0.0.1:6443/api 2>/out/api.err
 }
 trap 'exit 0' TERM
 while true; do report; sleep 1 & wait $!; done`
@@ -56,6 +57,7 @@ func TestClusterPodVolumes(t *testing.T) {
 	createPod(t, apiPod(name, func(p *v1.Pod) {
 		p.Spec.HostNetwork = true
 		c := shContainer("main", volumeReporter)
+		c.Image = testserverImage
 		c.Env = []v1.EnvVar{
 			{Name: "GREETING", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
 				LocalObjectReference: v1.LocalObjectReference{Name: cm.Name}, Key: "greeting"}}},
@@ -120,7 +122,7 @@ func TestClusterPodVolumes(t *testing.T) {
 			got, err := read("api")
 			if err != nil {
 				msg, _ := read("api.err")
-				return false, fmt.Sprintf("%v; wget: %q", err, msg)
+				return false, fmt.Sprintf("%v; fetch: %q", err, msg)
 			}
 			return strings.Contains(got, `"versions"`) && strings.Contains(got, `"APIVersions"`), fmt.Sprintf("content %q", got)
 		})

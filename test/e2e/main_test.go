@@ -21,6 +21,9 @@ var (
 	heartletBin string
 	// busyboxImage is the test image every test pod runs.
 	busyboxImage = "localhost:5000/busybox:1.35"
+	// testserverImage is the busybox image plus /testserver
+	// (test/images/testserver), for probes, hooks and API clients.
+	testserverImage = "localhost:5000/testserver:1.0"
 	// artifactsDir, when set, receives the heartlet logs of failed tests.
 	artifactsDir string
 )
@@ -46,6 +49,9 @@ func TestMain(m *testing.M) {
 	}
 	if img := os.Getenv("HEARTLET_BUSYBOX_IMAGE"); img != "" {
 		busyboxImage = img
+	}
+	if img := os.Getenv("HEARTLET_TESTSERVER_IMAGE"); img != "" {
+		testserverImage = img
 	}
 	artifactsDir = os.Getenv("HEARTLET_ARTIFACTS")
 	os.Exit(m.Run())

@@ -102,6 +102,7 @@ type Server struct {
 	auth         map[string]*runtimeapi.AuthConfig
 	runtimeReady bool
 	networkReady bool
+	exec         ExecFunc
 }
 
 type sandbox struct {

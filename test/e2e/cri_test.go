@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	criclient "k8s.io/cri-client/pkg"
+	utilexec "k8s.io/utils/exec"
 )
 
 // Labels heartlet puts on sandboxes and containers (the io.kubernetes.*
@@ -161,4 +163,23 @@ func byName(cs []*runtimeapi.Container) map[string]*runtimeapi.Container {
 		}
 	}
 	return m
+}
+
+// exec runs cmd in a running container through CRI ExecSync, the way a
+// user would look from inside with crictl exec, and returns its stdout,
+// stderr and exit code. Failing to run the command at all fails the test.
+func (c *cri) exec(t *testing.T, containerID string, cmd ...string) (stdout, stderr string, exitCode int) {
+	t.Helper()
+	ctx, cancel := ctx30()
+	defer cancel()
+	out, errOut, err := c.rs.ExecSync(ctx, containerID, cmd, 20*time.Second)
+	var exitErr utilexec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exitErr):
+		exitCode = exitErr.ExitStatus()
+	default:
+		t.Fatalf("exec %q in container %s: %v", cmd, containerID, err)
+	}
+	return string(out), string(errOut), exitCode
 }

@@ -197,15 +197,24 @@ func TestSyncPodLifecycle(t *testing.T) {
 		t.Errorf("second hold = %v, want within (%v, %v]", res.RequeueAfter, initialBackoff, 2*initialBackoff)
 	}
 
-	// A changed spec restarts the container without waiting for backoff.
+	// A changed image restarts the container without waiting for
+	// backoff; a change the hash does not cover (the API never allows it
+	// on a running pod) does not.
 	h.clock.Step(res.RequeueAfter + time.Second)
 	h.sync(pod)
 	side := h.running("side")
+	envChanged := pod.DeepCopy()
+	envChanged.Spec.Containers[1].Env = []v1.EnvVar{{Name: "NEW", Value: "1"}}
+	h.sync(envChanged)
+	if h.running("side").ID != side.ID {
+		t.Error("container restarted for an env change that upstream ignores")
+	}
+	h.fake.AddImage("busybox:1.36")
 	changed := pod.DeepCopy()
-	changed.Spec.Containers[1].Env = []v1.EnvVar{{Name: "NEW", Value: "1"}}
+	changed.Spec.Containers[1].Image = "busybox:1.36"
 	h.sync(changed)
 	if h.running("side").ID == side.ID {
-		t.Error("container with a changed spec was not replaced")
+		t.Error("container with a changed image was not replaced")
 	}
 
 	// Terminating stops everything with the grace period.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/dump"
 )
 
 // SandboxLabels returns the labels for a pod's sandbox: the pod's own labels
@@ -137,24 +138,20 @@ func ParseContainerAnnotations(annotations map[string]string) (ContainerAnnotati
 	return info, errors.Join(errs...)
 }
 
-// HashContainer returns a hash of a container spec that is stable across
-// processes and versions of heartlet: FNV-64a over the JSON encoding of the
-// spec with the fields cleared that may change without restarting the
-// container (Resources: in-place resize). Equal specs hash equally; any
-// other change changes the hash.
+// HashContainer returns the hash of the container fields whose change
+// requires a new container, with the upstream kubelet's definition and
+// values: FNV-32a over the JSON of the name and image. Those are the only
+// such fields the API lets change on a running pod (a static pod whose
+// manifest changes gets a new UID and is replaced whole). Hashing nothing
+// else means a new field or default in k8s.io/api never restarts running
+// containers after an upgrade, and containers created by the upstream
+// kubelet are adopted, not restarted.
 func HashContainer(c *v1.Container) uint64 {
 	if c == nil {
 		return 0
 	}
-	cc := c.DeepCopy()
-	cc.Resources = v1.ResourceRequirements{}
-	// encoding/json writes struct fields in declaration order and map keys
-	// sorted, so the encoding is deterministic. v1.Container always encodes.
-	b, err := json.Marshal(cc)
-	if err != nil {
-		b = []byte(fmt.Sprintf("%#v", cc))
-	}
-	h := fnv.New64a()
-	h.Write(b)
-	return h.Sum64()
+	fields, _ := json.Marshal(map[string]string{"name": c.Name, "image": c.Image})
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%v", dump.ForHash(fields))
+	return uint64(h.Sum32())
 }

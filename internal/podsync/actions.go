@@ -163,7 +163,7 @@ func computeActions(pod *v1.Pod, rs *runtime.PodStatus, hashOf func(*v1.Containe
 		}
 	}
 
-	initDone := a.computeInit(pod, rs, current, bo)
+	initDone := a.computeInit(pod, rs, current, hashOf, bo)
 	if !initDone {
 		markPodInitializing(pod, a.waiting)
 	} else {
@@ -173,12 +173,33 @@ func computeActions(pod *v1.Pod, rs *runtime.PodStatus, hashOf func(*v1.Containe
 	return a
 }
 
-// computeInit walks the init containers in order and reports whether all
-// of them have succeeded. At most one init container runs at a time.
-func (a *podActions) computeInit(pod *v1.Pod, rs *runtime.PodStatus, current map[string]*runtime.ContainerStatus, bo backoff) bool {
+// computeInit walks the init containers in order and reports whether the
+// pod has initialized: every regular init container succeeded and every
+// sidecar (restartPolicy: Always) runs. At most one regular init container
+// runs at a time, and one starts only after the sidecars before it run.
+// Once an app container exists in the sandbox, initialization is over:
+// regular init containers are not looked at again, and a sidecar that
+// exits is restarted (after its backoff) while the app containers go on.
+func (a *podActions) computeInit(pod *v1.Pod, rs *runtime.PodStatus, current map[string]*runtime.ContainerStatus, hashOf func(*v1.Container) uint64, bo backoff) bool {
+	initialized := false
+	for _, c := range pod.Spec.Containers {
+		if current[c.Name] != nil {
+			initialized = true
+			break
+		}
+	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		st := current[c.Name]
+		if isSidecar(c) {
+			if !a.keepSidecar(pod, rs, c, st, hashOf, bo) && !initialized {
+				return false
+			}
+			continue
+		}
+		if initialized {
+			continue
+		}
 		switch {
 		case st == nil:
 			a.start = append(a.start, startAction{container: c, init: true, restartCount: nextRestartCount(rs, c.Name)})
@@ -197,6 +218,40 @@ func (a *podActions) computeInit(pod *v1.Pod, rs *runtime.PodStatus, current map
 		}
 	}
 	return true
+}
+
+// keepSidecar keeps one sidecar running whatever the pod's restart policy:
+// it starts it when missing, restarts it after it exited (with crash-loop
+// backoff) and replaces it when its image changed. It reports whether the
+// sidecar runs now, which is what lets the next init container start.
+func (a *podActions) keepSidecar(pod *v1.Pod, rs *runtime.PodStatus, c *v1.Container, st *runtime.ContainerStatus, hashOf func(*v1.Container) uint64, bo backoff) bool {
+	switch {
+	case st == nil:
+		a.start = append(a.start, startAction{container: c, init: true, restartCount: nextRestartCount(rs, c.Name)})
+		return false
+	case st.State == runtime.ContainerExited:
+		if st.Hash != hashOf(c) {
+			a.start = append(a.start, startAction{container: c, init: true, restartCount: st.RestartCount + 1})
+			return false
+		}
+		a.restart(pod, c, true, st, bo)
+		return false
+	case st.State != runtime.ContainerRunning || st.Hash != hashOf(c):
+		reason := "container spec changed"
+		if st.State != runtime.ContainerRunning {
+			reason = "container is " + string(st.State)
+		}
+		a.kill = append(a.kill, killAction{id: st.ID, name: c.Name, reason: reason})
+		a.start = append(a.start, startAction{container: c, init: true, restartCount: st.RestartCount + 1})
+		return false
+	}
+	return true
+}
+
+// isSidecar reports whether an init container is a sidecar: one with
+// restartPolicy Always that keeps running next to the app containers.
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 // computeApp decides for every app container: keep, start, restart or hold.

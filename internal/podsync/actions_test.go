@@ -36,6 +36,17 @@ func testPod(policy v1.RestartPolicy, inits []string, apps ...string) *v1.Pod {
 	return p
 }
 
+// withSidecars marks the named init containers restartPolicy: Always.
+func withSidecars(p *v1.Pod, names ...string) *v1.Pod {
+	always := v1.ContainerRestartPolicyAlways
+	for i := range p.Spec.InitContainers {
+		if slices.Contains(names, p.Spec.InitContainers[i].Name) {
+			p.Spec.InitContainers[i].RestartPolicy = &always
+		}
+	}
+	return p
+}
+
 func readySandbox() *runtime.SandboxStatus {
 	return &runtime.SandboxStatus{ID: "sb1", State: runtime.SandboxReady, IPs: []string{"10.0.0.2"}, CreatedAt: t0}
 }
@@ -196,6 +207,80 @@ func TestComputeActions(t *testing.T) {
 			containers:   []*runtime.ContainerStatus{ctr("c1", "a", runtime.ContainerExited, 0, 0)},
 			wantKillPod:  true,
 			wantTerminal: true,
+		},
+		// Sidecars (init containers with restartPolicy: Always), as
+		// upstream's KEP-753: started in order, the next init container
+		// waits until the sidecar runs, they do not block app containers
+		// once running, and they are restarted whatever the pod's policy.
+		{
+			name:        "sidecar runs: the next init container starts",
+			pod:         withSidecars(testPod(v1.RestartPolicyAlways, []string{"side", "i2"}, "a"), "side"),
+			sandboxes:   []*runtime.SandboxStatus{readySandbox()},
+			containers:  []*runtime.ContainerStatus{ctr("s1", "side", runtime.ContainerRunning, 0, 0)},
+			wantStart:   []string{"i2"},
+			wantWaiting: map[string]string{"a": "PodInitializing"},
+		},
+		{
+			name:        "sidecar not yet running blocks the next init container",
+			pod:         withSidecars(testPod(v1.RestartPolicyAlways, []string{"side", "i2"}, "a"), "side"),
+			sandboxes:   []*runtime.SandboxStatus{readySandbox()},
+			containers:  []*runtime.ContainerStatus{ctr("s1", "side", runtime.ContainerCreated, 0, 0)},
+			wantStart:   []string{"side"},
+			wantKill:    []string{"s1"},
+			wantWaiting: map[string]string{"a": "PodInitializing"},
+		},
+		{
+			name:      "app containers start while the sidecar keeps running",
+			pod:       withSidecars(testPod(v1.RestartPolicyNever, []string{"side", "i2"}, "a", "b"), "side"),
+			sandboxes: []*runtime.SandboxStatus{readySandbox()},
+			containers: []*runtime.ContainerStatus{
+				ctr("c2", "i2", runtime.ContainerExited, 0, 0),
+				ctr("s1", "side", runtime.ContainerRunning, 0, 0),
+			},
+			wantStart: []string{"a", "b"},
+		},
+		{
+			name:      "an exited sidecar restarts under restartPolicy Never without stopping the app",
+			pod:       withSidecars(testPod(v1.RestartPolicyNever, []string{"side"}, "a"), "side"),
+			sandboxes: []*runtime.SandboxStatus{readySandbox()},
+			containers: []*runtime.ContainerStatus{
+				ctr("a1", "a", runtime.ContainerRunning, 0, 0),
+				ctr("s1", "side", runtime.ContainerExited, 0, 0),
+			},
+			wantStart: []string{"side"},
+		},
+		{
+			name:      "a crashing sidecar waits out its backoff, the app goes on",
+			pod:       withSidecars(testPod(v1.RestartPolicyAlways, []string{"side"}, "a"), "side"),
+			sandboxes: []*runtime.SandboxStatus{readySandbox()},
+			containers: []*runtime.ContainerStatus{
+				ctr("a1", "a", runtime.ContainerRunning, 0, 0),
+				ctr("s1", "side", runtime.ContainerExited, 1, 2),
+			},
+			hold:        holdAll{backoffKey(testPod("", nil), "side", 3): 20 * time.Second},
+			wantWaiting: map[string]string{"side": ReasonCrashLoopBackOff},
+			wantRequeue: 20 * time.Second,
+		},
+		{
+			name:      "job-like pod with a sidecar is terminal when the app containers finished",
+			pod:       withSidecars(testPod(v1.RestartPolicyNever, []string{"side"}, "a"), "side"),
+			sandboxes: []*runtime.SandboxStatus{readySandbox()},
+			containers: []*runtime.ContainerStatus{
+				ctr("a1", "a", runtime.ContainerExited, 0, 0),
+				ctr("s1", "side", runtime.ContainerRunning, 0, 0),
+			},
+			wantTerminal: true,
+		},
+		{
+			name:      "a sidecar whose image changed is replaced",
+			pod:       withSidecars(testPod(v1.RestartPolicyAlways, []string{"side"}, "a"), "side"),
+			sandboxes: []*runtime.SandboxStatus{readySandbox()},
+			containers: []*runtime.ContainerStatus{
+				ctr("a1", "a", runtime.ContainerRunning, 0, 0),
+				{ID: "s1", Name: "side", SandboxID: "sb1", State: runtime.ContainerRunning, Hash: 99, CreatedAt: t0},
+			},
+			wantStart: []string{"side"},
+			wantKill:  []string{"s1"},
 		},
 		{
 			name:      "a container not in the spec is killed",

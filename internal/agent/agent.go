@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/cgroups"
@@ -206,6 +207,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		Clock:         a.clock,
 		Volumes:       vols,
 		Recorder:      rec,
+
+		MaxContainerRestartPeriod: maxRestartPeriod(cfg),
 	}, rt, podsyncCgroups(cg), statuses)
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 	desired := podconfig.New()
@@ -507,4 +510,13 @@ func findAPIPod(namespace, name string, desired, mirrors []*v1.Pod) (*v1.Pod, bo
 		}
 	}
 	return nil, false
+}
+
+// maxRestartPeriod is crashLoopBackOff.maxContainerRestartPeriod, 0 when
+// unset (the default cap).
+func maxRestartPeriod(cfg *kubeletv1beta1.KubeletConfiguration) time.Duration {
+	if p := cfg.CrashLoopBackOff.MaxContainerRestartPeriod; p != nil {
+		return p.Duration
+	}
+	return 0
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"sync"
 	"time"
 
@@ -98,6 +99,9 @@ type Options struct {
 	Volumes Volumes
 	// Recorder records events; nil records none.
 	Recorder Recorder
+	// MaxContainerRestartPeriod caps the crash-loop backoff
+	// (crashLoopBackOff.maxContainerRestartPeriod); 0 means 300 s.
+	MaxContainerRestartPeriod time.Duration
 }
 
 // Syncer implements podworker.Syncer against a CRI runtime.
@@ -131,10 +135,19 @@ func New(opts Options, rt Runtime, cg Cgroups, st StatusSink) *Syncer {
 		cgroups:  cg,
 		status:   st,
 		clock:    clk,
-		crash:    flowcontrol.NewFakeBackOff(initialBackoff, maxBackoff, clk),
+		crash:    crashLoopBackoff(opts.MaxContainerRestartPeriod, clk),
 		pulls:    flowcontrol.NewFakeBackOff(initialBackoff, maxBackoff, clk),
 		pullErrs: map[string]string{},
 	}
+}
+
+// crashLoopBackoff is the restart backoff: 10 s doubling up to max (300 s
+// when 0); a max below 10 s is also the first delay, as upstream.
+func crashLoopBackoff(limit time.Duration, clk clock.Clock) *flowcontrol.Backoff {
+	if limit <= 0 {
+		limit = maxBackoff
+	}
+	return flowcontrol.NewFakeBackOff(min(initialBackoff, limit), limit, clk)
 }
 
 // hold implements backoff for computeActions.
@@ -345,16 +358,67 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, gracePerio
 	return nil
 }
 
-// killPod stops all running containers in parallel, each with grace to
-// exit after SIGTERM, then stops every ready sandbox.
+// killPod stops the pod's running containers within grace, then every
+// ready sandbox. App containers (and anything not a sidecar) stop first, in
+// parallel; sidecars stop after them, one at a time in reverse spec order,
+// each with what is left of the grace (at least minStopGrace), as upstream.
 func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, grace time.Duration) error {
-	logger := klog.FromContext(ctx)
-	var wg sync.WaitGroup
-	errc := make(chan error, len(rs.Containers))
-	for _, c := range rs.Containers {
+	deadline := s.clock.Now().Add(grace)
+	first, sidecars := stopOrder(pod, rs.Containers)
+	if err := s.stopContainers(ctx, pod, first, grace); err != nil {
+		return err
+	}
+	for _, c := range sidecars {
+		left := max(deadline.Sub(s.clock.Now()), minStopGrace)
+		if err := s.stopContainers(ctx, pod, []*runtime.ContainerStatus{c}, left); err != nil {
+			return err
+		}
+	}
+	for _, sb := range rs.Sandboxes {
+		if sb.State != runtime.SandboxReady {
+			continue
+		}
+		if err := s.rt.StopPodSandbox(ctx, sb.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
+		}
+	}
+	return nil
+}
+
+// minStopGrace is the least time a container gets between SIGTERM and
+// SIGKILL when a shared grace period is nearly used up, as upstream.
+const minStopGrace = 2 * time.Second
+
+// stopOrder splits the containers that may be running into those to stop
+// first and the sidecars to stop after them, last-declared first.
+func stopOrder(pod *v1.Pod, cs []*runtime.ContainerStatus) (first, sidecars []*runtime.ContainerStatus) {
+	rank := map[string]int{}
+	for i := range pod.Spec.InitContainers {
+		if isSidecar(&pod.Spec.InitContainers[i]) {
+			rank[pod.Spec.InitContainers[i].Name] = i + 1
+		}
+	}
+	for _, c := range cs {
 		if c.State != runtime.ContainerRunning && c.State != runtime.ContainerCreated && c.State != runtime.ContainerUnknown {
 			continue
 		}
+		if rank[c.Name] > 0 {
+			sidecars = append(sidecars, c)
+		} else {
+			first = append(first, c)
+		}
+	}
+	sort.SliceStable(sidecars, func(i, j int) bool { return rank[sidecars[i].Name] > rank[sidecars[j].Name] })
+	return first, sidecars
+}
+
+// stopContainers stops cs in parallel, each with grace to exit after
+// SIGTERM, and waits for all of them.
+func (s *Syncer) stopContainers(ctx context.Context, pod *v1.Pod, cs []*runtime.ContainerStatus, grace time.Duration) error {
+	logger := klog.FromContext(ctx)
+	var wg sync.WaitGroup
+	errc := make(chan error, len(cs))
+	for _, c := range cs {
 		wg.Add(1)
 		go func(c *runtime.ContainerStatus) {
 			defer wg.Done()
@@ -373,18 +437,7 @@ func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus
 	for err := range errc {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	for _, sb := range rs.Sandboxes {
-		if sb.State != runtime.SandboxReady {
-			continue
-		}
-		if err := s.rt.StopPodSandbox(ctx, sb.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
-			return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
-		}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // SyncTerminatedPod releases what the pod held on the node once nothing

@@ -405,3 +405,77 @@ func findStatus(st v1.PodStatus, name string) v1.ContainerStatus {
 	}
 	return v1.ContainerStatus{}
 }
+
+// Sidecars start in order before the app containers, and on termination
+// stop after them in reverse order (upstream KEP-753).
+func TestSidecarStartAndStopOrder(t *testing.T) {
+	h := newHarness(t)
+	pod := withSidecars(testPod(v1.RestartPolicyAlways, []string{"s1", "s2"}, "app1", "app2"), "s1", "s2")
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			cs[i].Image = "busybox:1.35"
+			cs[i].ImagePullPolicy = v1.PullIfNotPresent
+		}
+	}
+	// One container per sync: s1, then s2 once s1 runs, then both apps.
+	for range 3 {
+		h.sync(pod)
+	}
+	var order []string
+	for _, c := range h.fake.Containers() {
+		order = append(order, c.Config.GetMetadata().GetName())
+	}
+	if got := strings.Join(order, ","); got != "s1,s2,app1,app2" && got != "s1,s2,app2,app1" {
+		t.Fatalf("creation order = %s, want s1,s2 then the apps", got)
+	}
+	for _, n := range []string{"s1", "s2", "app1", "app2"} {
+		h.running(n)
+	}
+
+	if err := h.syncer.SyncTerminatingPod(h.ctx, pod, 30); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, c := range h.fake.Containers() {
+		names[c.ID] = c.Config.GetMetadata().GetName()
+		if c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			t.Fatalf("container %s still %s after termination", names[c.ID], c.State)
+		}
+		if c.StopTimeout != 30 {
+			t.Errorf("%s stopped with %ds grace, want the 30s left", names[c.ID], c.StopTimeout)
+		}
+	}
+	var stops []string
+	for _, id := range h.fake.StopCalls() {
+		stops = append(stops, names[id])
+	}
+	if got := strings.Join(stops, ","); got != "app1,app2,s2,s1" && got != "app2,app1,s2,s1" {
+		t.Errorf("stop order = %s, want the apps, then s2, then s1", got)
+	}
+}
+
+// The crash-loop delays double from 10 s up to the configured cap
+// (crashLoopBackOff.maxContainerRestartPeriod; 300 s by default).
+func TestCrashLoopBackoffCap(t *testing.T) {
+	tests := []struct {
+		limit time.Duration
+		want  []time.Duration
+	}{
+		{0, []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 300 * time.Second, 300 * time.Second}},
+		{30 * time.Second, []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second}},
+		{4 * time.Second, []time.Duration{4 * time.Second, 4 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.limit.String(), func(t *testing.T) {
+			clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			b := crashLoopBackoff(tt.limit, clk)
+			for i, want := range tt.want {
+				b.Next("c", clk.Now())
+				if got := b.Get("c"); got != want {
+					t.Fatalf("delay %d = %v, want %v", i+1, got, want)
+				}
+				clk.Step(time.Second)
+			}
+		})
+	}
+}

@@ -103,6 +103,7 @@ type Server struct {
 	runtimeReady bool
 	networkReady bool
 	exec         ExecFunc
+	stopped      []string // container IDs in StopContainer call order
 }
 
 type sandbox struct {
@@ -173,6 +174,14 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		<-done
 	})
 	return s
+}
+
+// StopCalls returns the IDs of the containers StopContainer was called
+// for, in call order.
+func (s *Server) StopCalls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.stopped...)
 }
 
 // Endpoint is the server's CRI endpoint, unix:///.../cri.sock.
@@ -739,6 +748,7 @@ func (r *runtimeServer) StopContainer(_ context.Context, req *runtimeapi.StopCon
 		return nil, notFound("container %q not found", req.GetContainerId())
 	}
 	c.StopTimeout = req.GetTimeout()
+	s.stopped = append(s.stopped, c.ID)
 	if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
 		code := s.stopExit[c.ID]
 		reason := "Completed"

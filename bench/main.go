@@ -1,9 +1,13 @@
 // Command bench measures heartlet against a real container runtime: the
 // time from static pod manifests written to all their containers running,
 // for 1 and for N pods, and heartlet's resident memory and CPU use at
-// steady state. It prints numbers; it asserts nothing.
+// steady state. With -cluster it runs heartlet as a node of a real control
+// plane instead and measures the API requests of an idle node and the
+// latency from pod creation in the API to Running. It prints numbers; it
+// asserts nothing.
 //
 //	go run ./bench -heartlet bin/heartlet -endpoint unix:///run/heartlet-env/containerd.sock
+//	go run ./bench -cluster -heartlet bin/heartlet   (after sourcing hack/env.sh's and hack/kube.sh's env files)
 package main
 
 import (
@@ -29,9 +33,28 @@ func main() {
 		image    = flag.String("image", "localhost:5000/busybox:1.35", "image of the benchmark pods")
 		counts   = flag.String("pods", "1,30", "comma-separated pod counts to measure")
 		steady   = flag.Duration("steady", 30*time.Second, "how long to sample CPU at steady state")
+
+		cluster  = flag.Bool("cluster", false, "benchmark cluster mode against the control plane of hack/kube.sh")
+		admin    = flag.String("admin-kubeconfig", os.Getenv("KUBECONFIG"), "cluster admin kubeconfig (-cluster)")
+		nodeKC   = flag.String("node-kubeconfig", os.Getenv("HEARTLET_NODE_KUBECONFIG"), "the node's kubeconfig (-cluster)")
+		nodeName = flag.String("node-name", os.Getenv("HEARTLET_NODE_NAME"), "the node's name, matching its identity (-cluster)")
+		apiPods  = flag.Int("api-pods", 30, "pods created at once through the API (-cluster)")
+		idle     = flag.Duration("idle", time.Minute, "idle window for counting API requests (-cluster)")
+		keep     = flag.Bool("keep", false, "keep heartlet's directory and log (-cluster)")
 	)
 	flag.Parse()
-	if err := run(*bin, *endpoint, *image, *counts, *steady); err != nil {
+	var err error
+	if *cluster {
+		err = runCluster(clusterOptions{
+			bin: *bin, endpoint: *endpoint, image: *image,
+			adminKubeconfig: *admin, nodeKC: *nodeKC, nodeName: *nodeName,
+			pods: *apiPods, idle: *idle, namespace: "heartlet-bench",
+			readyTimeout: 2 * time.Minute, startTimeout: 5 * time.Minute, keep: *keep,
+		})
+	} else {
+		err = run(*bin, *endpoint, *image, *counts, *steady)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

@@ -262,6 +262,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		hk := &housekeeper{
 			desired: desired, sources: sources, workers: workers, pleg: pl,
 			syncer: syncer, cgroups: cg, statuses: statuses, admitted: adm,
+			podDirs: vols,
 		}
 		if mirrors != nil {
 			hk.mirrors = func(ctx context.Context) error {
@@ -348,6 +349,14 @@ type housekeeper struct {
 	// mirrors makes the API's mirror pods match the static pods; nil in
 	// standalone mode.
 	mirrors func(ctx context.Context) error
+	// podDirs are the pods' directories (volumes) under the root dir.
+	podDirs podDirs
+}
+
+// podDirs lists and removes the pods' directories under the root dir.
+type podDirs interface {
+	PodDirs() ([]types.UID, error)
+	Cleanup(ctx context.Context, uid types.UID) error
 }
 
 func (h *housekeeper) run(ctx context.Context, clk clock.WithTicker) error {
@@ -400,6 +409,7 @@ func (h *housekeeper) once(ctx context.Context) {
 			logger.Error(err, "Failed to remove pod", "pod", klog.KRef(rp.Namespace, rp.Name), "podUID", rp.UID)
 		}
 	}
+	h.removeOrphanedPodDirs(ctx, want, seen)
 	if h.cgroups == nil {
 		return
 	}
@@ -414,6 +424,30 @@ func (h *housekeeper) once(ctx context.Context) {
 		}
 		if err := h.cgroups.RemovePod(ctx, uid); err != nil {
 			logger.V(2).Info("Pod cgroup not removed yet", "podUID", uid, "err", err)
+		}
+	}
+}
+
+// removeOrphanedPodDirs unmounts and removes the directories of pods that
+// neither a source, the runtime nor a worker knows: left behind when a pod
+// was deleted while heartlet was down, as upstream cleans orphaned pod
+// directories.
+func (h *housekeeper) removeOrphanedPodDirs(ctx context.Context, want, seen map[types.UID]bool) {
+	if h.podDirs == nil {
+		return
+	}
+	uids, err := h.podDirs.PodDirs()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to list pod directories")
+		return
+	}
+	for _, uid := range uids {
+		if want[uid] || seen[uid] || h.workers.Known(uid) {
+			continue
+		}
+		klog.FromContext(ctx).Info("Removing orphaned pod directory", "podUID", uid)
+		if err := h.podDirs.Cleanup(ctx, uid); err != nil {
+			klog.FromContext(ctx).Error(err, "Failed to remove orphaned pod directory", "podUID", uid)
 		}
 	}
 }

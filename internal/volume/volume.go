@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -155,6 +156,25 @@ func New(opts Options) *Manager {
 // <RootDir>/pods/<uid>.
 func (m *Manager) PodDir(uid types.UID) string {
 	return filepath.Join(m.opts.RootDir, "pods", string(uid))
+}
+
+// PodDirs lists the UIDs that have a pod directory under <RootDir>/pods,
+// whether or not the pod still exists anywhere.
+func (m *Manager) PodDirs() ([]types.UID, error) {
+	entries, err := os.ReadDir(filepath.Join(m.opts.RootDir, "pods"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list pod directories: %w", err)
+	}
+	var uids []types.UID
+	for _, e := range entries {
+		if e.IsDir() {
+			uids = append(uids, types.UID(e.Name()))
+		}
+	}
+	return uids, nil
 }
 
 // volumeDir is the directory of a volume of a plugin.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -773,5 +774,29 @@ func TestPrepareNilPod(t *testing.T) {
 	e := newEnv(t, false)
 	if err := e.m.Prepare(context.Background(), nil); err == nil {
 		t.Fatal("Prepare(nil) succeeded")
+	}
+}
+
+func TestPodDirs(t *testing.T) {
+	e := newEnv(t, true)
+	if uids, err := e.m.PodDirs(); err != nil || len(uids) != 0 {
+		t.Fatalf("PodDirs before any pod = %v, %v; want none", uids, err)
+	}
+	ctx := context.Background()
+	for _, uid := range []string{"u1", "u2"} {
+		if err := e.m.Prepare(ctx, newPod(uid, v1.Volume{Name: "d", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(e.root, "pods", "not-a-dir"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	uids, err := e.m.PodDirs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(uids)
+	if !slices.Equal(uids, []types.UID{"u1", "u2"}) {
+		t.Errorf("PodDirs = %v, want [u1 u2]", uids)
 	}
 }

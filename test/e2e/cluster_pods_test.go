@@ -5,11 +5,14 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // A pod created through the API is scheduled onto the node, runs, and its
@@ -186,4 +189,48 @@ func containerSummary(p *v1.Pod) string {
 		parts = append(parts, fmt.Sprintf("%s=%s restarts=%d", cs.Name, cs.ContainerID, cs.RestartCount))
 	}
 	return strings.Join(parts, " ")
+}
+
+// Pods deleted from the API while heartlet was down are cleaned up when it
+// starts again: their containers stop and their volumes are unmounted and
+// removed, also when the runtime no longer knows the pod at all.
+func TestClusterPodsDeletedWhileDown(t *testing.T) {
+	h := startClusterHeartlet(t, clusterOptions{})
+	c := newCRI(t)
+	// Every API pod gets the projected service-account volume (a tmpfs).
+	kept, lost := "api-down-kept", "api-down-lost"
+	uids := map[string]string{}
+	for _, name := range []string{kept, lost} {
+		createPod(t, apiPod(name, nil))
+		uids[name] = string(waitAPIPodRunning(t, h, name).UID)
+	}
+	h.stop()
+	for _, name := range []string{kept, lost} {
+		mustKubectl(t, "delete", "pod", "-n", "default", name, "--grace-period=0", "--force", "--wait=false")
+	}
+	// The runtime loses one of them entirely: only its directory is left.
+	c.forceRemovePod(t, lost)
+
+	startCluster(t, h, clusterOptions{})
+	waitFor(t, 90*time.Second, "the deleted pods' containers and directories to be gone", func() (bool, string) {
+		for _, ctr := range c.podContainers(t, uids[kept], "") {
+			if ctr.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				return false, fmt.Sprintf("%s still has a running container", kept)
+			}
+		}
+		for name, uid := range uids {
+			dir := filepath.Join(h.rootDir, "pods", uid)
+			if _, err := os.Stat(dir); err == nil {
+				return false, fmt.Sprintf("%s: %s still exists", name, dir)
+			}
+		}
+		return true, ""
+	})
+	mounts, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mounts), filepath.Join(h.rootDir, "pods")) {
+		t.Errorf("mounts left below %s", filepath.Join(h.rootDir, "pods"))
+	}
 }

@@ -98,6 +98,11 @@ type Options struct {
 	Volumes Volumes
 	// Recorder records events; nil records none.
 	Recorder Recorder
+	// SeccompProfileRoot holds Localhost seccomp profiles
+	// (<root-dir>/seccomp); SeccompDefault makes RuntimeDefault the
+	// profile of containers that name none.
+	SeccompProfileRoot string
+	SeccompDefault     bool
 }
 
 // Syncer implements podworker.Syncer against a CRI runtime.

@@ -33,9 +33,10 @@ const ForbiddenReason = "SysctlForbidden"
 // maxLength is the longest sysctl name or pattern the API accepts.
 const maxLength = 253
 
-// namePattern is a sysctl name, or a prefix pattern ending in ".*" or "/*"
-// (or "*" alone), with "." or "/" as separators, as the API validates it.
-const namePattern = `(\*|[a-z0-9]([-_a-z0-9]*[a-z0-9])?([./][a-z0-9]([-_a-z0-9]*[a-z0-9])?)*(\.\*|/\*)?)`
+// namePattern is a sysctl name or pattern as the API validates it:
+// segments of lower-case letters, digits, "-" and "_" separated by "." or
+// "/", the last of which may end in "*" (a prefix pattern).
+const namePattern = `([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*([a-z0-9][-_a-z0-9]*)?[a-z0-9*]`
 
 var nameRE = regexp.MustCompile("^" + namePattern + "$")
 

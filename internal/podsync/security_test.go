@@ -56,6 +56,11 @@ func TestLinuxContainerSecurity(t *testing.T) {
 		want      *runtimeapi.LinuxContainerSecurityContext
 	}{
 		{name: "nothing set, image root", imageUID: p(int64(0)), want: want(&runtimeapi.LinuxContainerSecurityContext{RunAsUser: &runtimeapi.Int64Value{Value: 0}})},
+		{
+			// The runtime needs a user with a group: the image's stands in.
+			name: "runAsGroup alone takes the image's user", c: &v1.SecurityContext{RunAsGroup: p(int64(4000))}, imageUID: p(int64(0)),
+			want: want(&runtimeapi.LinuxContainerSecurityContext{RunAsUser: &runtimeapi.Int64Value{Value: 0}, RunAsGroup: &runtimeapi.Int64Value{Value: 4000}}),
+		},
 		{name: "image user name", imageUser: "nobody", want: want(&runtimeapi.LinuxContainerSecurityContext{RunAsUsername: "nobody"})},
 		{
 			name: "pod user and groups are defaults",

@@ -13,6 +13,7 @@ import (
 	"github.com/heartlet/heartlet/internal/podsync"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/status"
+	"github.com/heartlet/heartlet/internal/sysctl"
 )
 
 // admitter decides whether a new pod may run on this node. A rejected pod
@@ -25,6 +26,8 @@ type admitter struct {
 	maxPods     int
 	node        func() *v1.Node
 	allocatable func() v1.ResourceList
+	// sysctls is the node's sysctl allowlist; nil admits every sysctl.
+	sysctls *sysctl.Allowlist
 
 	mu       sync.Mutex
 	rejected map[types.UID]bool
@@ -41,7 +44,12 @@ func (a *admitter) admit(ctx context.Context, pod *v1.Pod) bool {
 	if a.allocatable != nil {
 		alloc = a.allocatable()
 	}
-	res := admission.Admit(pod, node, alloc, a.active(pod.UID), a.maxPods)
+	// Sysctls are checked before the predicates, as upstream orders its
+	// admit handlers.
+	res := admission.Sysctls(pod, a.sysctls)
+	if res.Admit {
+		res = admission.Admit(pod, node, alloc, a.active(pod.UID), a.maxPods)
+	}
 	if res.Admit {
 		return true
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -37,6 +38,7 @@ import (
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
 	"github.com/heartlet/heartlet/internal/status"
+	"github.com/heartlet/heartlet/internal/sysctl"
 	"github.com/heartlet/heartlet/internal/version"
 	"github.com/heartlet/heartlet/internal/volume"
 )
@@ -209,6 +211,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		Recorder:      rec,
 
 		MaxContainerRestartPeriod: maxRestartPeriod(cfg),
+		// The kubelet's seccomp profile root: <root-dir>/seccomp.
+		SeccompProfileRoot: filepath.Join(a.opts.RootDir, "seccomp"),
+		SeccompDefault:     cfg.SeccompDefault != nil && *cfg.SeccompDefault,
 	}, rt, podsyncCgroups(cg), statuses)
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 	desired := podconfig.New()
@@ -251,7 +256,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return apiPods.Run(ctx) })
 		g.Go(func() error { return statusSync.Run(ctx) })
 	}
-	adm := &admitter{statuses: statuses, workers: workers, desired: desired, recorder: rec, maxPods: int(cfg.MaxPods)}
+	allowSysctls, err := sysctl.NewAllowlist(cfg.AllowedUnsafeSysctls)
+	if err != nil {
+		return fmt.Errorf("allowedUnsafeSysctls: %w", err)
+	}
+	adm := &admitter{statuses: statuses, workers: workers, desired: desired, recorder: rec, maxPods: int(cfg.MaxPods), sysctls: allowSysctls}
 	if node != nil {
 		adm.node = node.Node
 		adm.allocatable = node.Allocatable

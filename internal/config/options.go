@@ -334,6 +334,8 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	cfg("register-node", "registerNode")
 	fs.DurationVar(&kc.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", kc.NodeStatusUpdateFrequency.Duration, "How often node status is computed and posted on change (nodeStatusUpdateFrequency).")
 	cfg("node-status-update-frequency", "nodeStatusUpdateFrequency")
+	fs.StringSliceVar(&kc.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", kc.AllowedUnsafeSysctls, "Comma-separated unsafe sysctls or patterns (ending in *) pods may set (allowedUnsafeSysctls).")
+	cfg("allowed-unsafe-sysctls", "allowedUnsafeSysctls")
 	return fs, paths
 }
 

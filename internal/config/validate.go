@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/heartlet/heartlet/internal/sysctl"
 )
 
 // EvictionSignals are the signal names evictionHard, evictionSoft,
@@ -160,6 +162,11 @@ func Validate(kc *kubeletv1beta1.KubeletConfiguration) field.ErrorList {
 		list map[string]string
 	}{{"systemReserved", kc.SystemReserved}, {"kubeReserved", kc.KubeReserved}} {
 		errs = append(errs, validateReserved(root(r.name), r.list)...)
+	}
+	for i, p := range kc.AllowedUnsafeSysctls {
+		if err := sysctl.ValidatePattern(p); err != nil {
+			errs = append(errs, field.Invalid(root("allowedUnsafeSysctls").Index(i), p, err.Error()))
+		}
 	}
 	return errs
 }

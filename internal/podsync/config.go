@@ -40,6 +40,10 @@ func (s *Syncer) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSand
 	if err != nil {
 		return nil, err
 	}
+	sec, err := s.sandboxSecurity(pod)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      pod.Name,
@@ -53,11 +57,9 @@ func (s *Syncer) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSand
 		Labels:       runtime.SandboxLabels(pod),
 		Annotations:  runtime.SandboxAnnotations(pod),
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			CgroupParent: s.cgroupParent(pod),
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-				NamespaceOptions: namespaceOptions(pod),
-			},
-			Sysctls: podSysctls(pod),
+			CgroupParent:    s.cgroupParent(pod),
+			SecurityContext: sec,
+			Sysctls:         podSysctls(pod),
 		},
 	}
 	if pod.Spec.HostNetwork {
@@ -75,16 +77,6 @@ func (s *Syncer) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSand
 				HostIp:        p.HostIP,
 			})
 		}
-	}
-	if sc := pod.Spec.SecurityContext; sc != nil {
-		lsc := cfg.Linux.SecurityContext
-		if sc.RunAsUser != nil {
-			lsc.RunAsUser = &runtimeapi.Int64Value{Value: *sc.RunAsUser}
-		}
-		if sc.RunAsGroup != nil {
-			lsc.RunAsGroup = &runtimeapi.Int64Value{Value: *sc.RunAsGroup}
-		}
-		lsc.SupplementalGroups = append(lsc.SupplementalGroups, sc.SupplementalGroups...)
 	}
 	return cfg, nil
 }
@@ -127,17 +119,6 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 		ns.Ipc = runtimeapi.NamespaceMode_NODE
 	}
 	return ns
-}
-
-func podSysctls(pod *v1.Pod) map[string]string {
-	if pod.Spec.SecurityContext == nil || len(pod.Spec.SecurityContext.Sysctls) == 0 {
-		return nil
-	}
-	m := make(map[string]string, len(pod.Spec.SecurityContext.Sysctls))
-	for _, s := range pod.Spec.SecurityContext.Sysctls {
-		m[s.Name] = s.Value
-	}
-	return m
 }
 
 func protocol(p v1.Protocol) runtimeapi.Protocol {
@@ -309,6 +290,10 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 			return nil, err
 		}
 	}
+	sec, err := s.containerSecurityContext(ctx, pod, c, image)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image},
@@ -325,7 +310,7 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
 			Resources:       s.containerResources(pod, c),
-			SecurityContext: containerSecurity(pod, c),
+			SecurityContext: sec,
 		},
 	}
 	return cfg, nil
@@ -509,34 +494,4 @@ func oomScoreAdj(pod *v1.Pod, c *v1.Container, machineMemory int64) int64 {
 	req := c.Resources.Requests.Memory().Value()
 	adj := 1000 - (1000*req)/machineMemory
 	return min(max(adj, 2), 999)
-}
-
-// containerSecurity maps the parts of the security context that standalone
-// pods need today: namespaces, user and group, privileged.
-func containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
-	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
-	if psc := pod.Spec.SecurityContext; psc != nil {
-		if psc.RunAsUser != nil {
-			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
-		}
-		if psc.RunAsGroup != nil {
-			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
-		}
-		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
-	}
-	if csc := c.SecurityContext; csc != nil {
-		if csc.RunAsUser != nil {
-			sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
-		}
-		if csc.RunAsGroup != nil {
-			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
-		}
-		if csc.Privileged != nil {
-			sc.Privileged = *csc.Privileged
-		}
-		if csc.ReadOnlyRootFilesystem != nil {
-			sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
-		}
-	}
-	return sc
 }

@@ -102,6 +102,11 @@ type Options struct {
 	// MaxContainerRestartPeriod caps the crash-loop backoff
 	// (crashLoopBackOff.maxContainerRestartPeriod); 0 means 300 s.
 	MaxContainerRestartPeriod time.Duration
+	// SeccompProfileRoot holds Localhost seccomp profiles
+	// (<root-dir>/seccomp); SeccompDefault makes RuntimeDefault the
+	// profile of containers that name none.
+	SeccompProfileRoot string
+	SeccompDefault     bool
 }
 
 // Syncer implements podworker.Syncer against a CRI runtime.

@@ -13,23 +13,31 @@ import (
 
 // setUpEmptyDir creates an emptyDir volume: a directory on disk, or a tmpfs
 // for medium Memory (sized by sizeLimit, the pod's memory limit and the
-// node's allocatable memory, whichever is smallest).
+// node's allocatable memory, whichever is smallest), owned by the pod's
+// fsGroup when it has one.
 func (m *Manager) setUpEmptyDir(pod *v1.Pod, v *v1.Volume) error {
 	dir := m.volumeDir(pod.UID, PluginEmptyDir, v.Name)
+	var err error
 	switch medium := v.EmptyDir.Medium; {
 	case medium == v1.StorageMediumDefault:
-		return m.setUpDir(pod, dir, false, 0)
+		err = m.setUpDir(pod, dir, false, 0)
 	case medium == v1.StorageMediumMemory:
 		var limit int64
 		if v.EmptyDir.SizeLimit != nil {
 			limit = v.EmptyDir.SizeLimit.Value()
 		}
-		return m.setUpDir(pod, dir, true, limit)
+		err = m.setUpDir(pod, dir, true, limit)
 	case strings.HasPrefix(string(medium), string(v1.StorageMediumHugePages)):
 		return fmt.Errorf("emptyDir medium %s: %w", medium, ErrUnsupported)
 	default:
 		return fmt.Errorf("unknown storage medium %q", medium)
 	}
+	if err != nil {
+		return err
+	}
+	// Ownership is applied once, when the volume is new: later the files
+	// are the containers' own. A root that does not match means new.
+	return podOwnership(pod).apply(dir, false, false)
 }
 
 // setUpDir creates a volume directory with mode 0777 (whatever the umask)

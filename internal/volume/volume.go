@@ -14,9 +14,10 @@
 //   - hostPath: the type check of the volume.
 //
 // Prepare is idempotent and meant to run before every container start;
-// Cleanup undoes everything and is safe without Prepare. Ownership for
-// fsGroup is not applied yet: files keep the mode the pod asks for and are
-// owned by heartlet's user.
+// Cleanup undoes everything and is safe without Prepare. With a pod
+// fsGroup, these volumes belong to that group (see ownership): emptyDir
+// when it is set up, the content volumes whenever they are written, both
+// honouring fsGroupChangePolicy.
 package volume
 
 import (
@@ -278,9 +279,18 @@ func (m *Manager) setUpContent(ctx context.Context, pod *v1.Pod, v *v1.Volume) (
 	if err := m.setUpDir(pod, dir, memory, 0); err != nil {
 		return false, err
 	}
+	own := podOwnership(pod)
+	for p, f := range files {
+		f.mode = own.fileMode(f.mode)
+		files[p] = f
+	}
 	changed, err := writeAtomic(dir, files, m.clk.Now())
 	if err != nil {
 		return changed, fmt.Errorf("write volume files: %w", err)
+	}
+	// These volumes are mounted read-only: fsGroup gets read access.
+	if err := own.apply(dir, true, true); err != nil {
+		return changed, err
 	}
 	return changed, nil
 }

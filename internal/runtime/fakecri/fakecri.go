@@ -71,6 +71,10 @@ type Image struct {
 	RepoTags    []string
 	RepoDigests []string
 	Size        uint64
+	// UID and Username are the user of the image's configuration
+	// (SetImageUser); both unset means root.
+	UID      *int64
+	Username string
 }
 
 // Option configures a Server.
@@ -851,6 +855,8 @@ func (im *image) toCRI() *runtimeapi.Image {
 		RepoTags:    append([]string(nil), im.RepoTags...),
 		RepoDigests: append([]string(nil), im.RepoDigests...),
 		Size:        im.Size,
+		Uid:         imageUID(im.UID),
+		Username:    im.Username,
 	}
 }
 

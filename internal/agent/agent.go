@@ -206,6 +206,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Clock:         a.clock,
 		Volumes:       vols,
 		Recorder:      rec,
+		RootDir:       a.opts.RootDir,
 	}, rt, podsyncCgroups(cg), statuses)
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 	desired := podconfig.New()

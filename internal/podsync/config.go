@@ -309,6 +309,9 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 			return nil, err
 		}
 	}
+	if m := s.terminationMessageMount(ctx, pod, c); m != nil {
+		mounts = append(mounts, m)
+	}
 	cfg := &runtimeapi.ContainerConfig{
 		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
 		Image:       &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image},

@@ -45,6 +45,7 @@ type Runtime interface {
 	RemoveContainer(ctx context.Context, id string) error
 	PullImage(ctx context.Context, image string, auth *runtimeapi.AuthConfig, sb *runtimeapi.PodSandboxConfig) (string, error)
 	ImageRef(ctx context.Context, image string) (string, error)
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (runtime.ExecResult, error)
 }
 
 // Cgroups manages pod-level cgroups. Nil disables them (cgroupsPerQOS off).
@@ -98,6 +99,9 @@ type Options struct {
 	Volumes Volumes
 	// Recorder records events; nil records none.
 	Recorder Recorder
+	// RootDir holds per-pod files (<RootDir>/pods/<uid>), here the
+	// termination message files; empty disables them.
+	RootDir string
 }
 
 // Syncer implements podworker.Syncer against a CRI runtime.
@@ -110,6 +114,7 @@ type Syncer struct {
 
 	crash *flowcontrol.Backoff
 	pulls *flowcontrol.Backoff
+	lc    *lifecycleState
 
 	// pullErrs remembers the last pull failure per pod and image so the
 	// status shows ErrImagePull, then ImagePullBackOff while held.
@@ -133,6 +138,7 @@ func New(opts Options, rt Runtime, cg Cgroups, st StatusSink) *Syncer {
 		clock:    clk,
 		crash:    flowcontrol.NewFakeBackOff(initialBackoff, maxBackoff, clk),
 		pulls:    flowcontrol.NewFakeBackOff(initialBackoff, maxBackoff, clk),
+		lc:       newLifecycleState(),
 		pullErrs: map[string]string{},
 	}
 }
@@ -215,9 +221,8 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 
 	for _, k := range acts.kill {
 		logger.Info("Killing container", "container", k.name, "reason", k.reason)
-		s.event(pod, v1.EventTypeNormal, "Killing", "Stopping container %s", k.name)
-		if err := s.rt.StopContainer(ctx, k.id, gracePeriod(pod)); err != nil && !errors.Is(err, runtime.ErrNotFound) {
-			return podworker.SyncResult{}, fmt.Errorf("stop container %s: %w", k.name, err)
+		if err := s.killContainer(ctx, pod, k.name, k.id, gracePeriod(pod), ""); err != nil {
+			return podworker.SyncResult{}, err
 		}
 	}
 
@@ -280,6 +285,9 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 	}
 	s.event(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
 	logger.Info("Started container", "containerID", id, "restartCount", st.restartCount)
+	if msg, err := s.runPostStart(ctx, pod, c, id); err != nil {
+		return ReasonPostStartHookError, msg, err
+	}
 	return "", "", nil
 }
 
@@ -348,7 +356,6 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, gracePerio
 // killPod stops all running containers in parallel, each with grace to
 // exit after SIGTERM, then stops every ready sandbox.
 func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, grace time.Duration) error {
-	logger := klog.FromContext(ctx)
 	var wg sync.WaitGroup
 	errc := make(chan error, len(rs.Containers))
 	for _, c := range rs.Containers {
@@ -358,12 +365,8 @@ func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus
 		wg.Add(1)
 		go func(c *runtime.ContainerStatus) {
 			defer wg.Done()
-			logger.Info("Killing container", "container", c.Name, "gracePeriod", grace)
-			if len(pod.Spec.Containers) > 0 { // not for orphans known only from the runtime
-				s.event(pod, v1.EventTypeNormal, "Killing", "Stopping container %s", c.Name)
-			}
-			if err := s.rt.StopContainer(ctx, c.ID, grace); err != nil && !errors.Is(err, runtime.ErrNotFound) {
-				errc <- fmt.Errorf("stop container %s: %w", c.Name, err)
+			if err := s.killContainer(ctx, pod, c.Name, c.ID, grace, ""); err != nil {
+				errc <- err
 			}
 		}(c)
 	}
@@ -444,6 +447,9 @@ func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
 			return fmt.Errorf("clean up pod volumes: %w", err)
 		}
 	}
+	if err := s.removeContainerFiles(uid); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -481,6 +487,7 @@ func (s *Syncer) reportStatus(ctx context.Context, pod *v1.Pod, w map[string]wai
 		klog.FromContext(ctx).Error(err, "Failed to read pod status for reporting")
 		return
 	}
+	s.fillTerminationMessages(ctx, pod, rs)
 	in := status.Inputs{
 		NodeIPs:     s.opts.NodeIPs,
 		Now:         s.clock.Now(),

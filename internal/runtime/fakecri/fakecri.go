@@ -826,6 +826,7 @@ func (r *runtimeServer) ContainerStatus(_ context.Context, req *runtimeapi.Conta
 		Labels:      c.Config.GetLabels(),
 		Annotations: c.Config.GetAnnotations(),
 		LogPath:     c.LogPath,
+		Mounts:      c.Config.GetMounts(),
 	}}, nil
 }
 

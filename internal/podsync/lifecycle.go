@@ -52,8 +52,8 @@ type HTTPDoer interface {
 // lifecycleState is what the syncer keeps for hooks and termination
 // messages.
 type lifecycleState struct {
-	// http sends httpGet hook requests.
-	http HTTPDoer
+	// httpClient sends httpGet hook requests.
+	httpClient HTTPDoer
 
 	mu sync.Mutex
 	// messages holds, by pod UID and container ID, the termination
@@ -63,7 +63,7 @@ type lifecycleState struct {
 }
 
 func newLifecycleState() *lifecycleState {
-	return &lifecycleState{http: newHookHTTPClient(), messages: map[string]map[string]string{}}
+	return &lifecycleState{httpClient: newHookHTTPClient(), messages: map[string]map[string]string{}}
 }
 
 // newHookHTTPClient is the client of httpGet hooks, as upstream's: HTTPS
@@ -240,14 +240,14 @@ func (s *Syncer) runHTTPHook(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	if err != nil {
 		return err
 	}
-	resp, err := s.lc.http.Do(req)
+	resp, err := s.lc.httpClient.Do(req)
 	discardBody(resp)
 	if err != nil && isHTTPResponseToHTTPS(err) {
 		klog.FromContext(ctx).V(1).Info("HTTPS request to lifecycle hook got HTTP response, retrying with HTTP", "host", req.URL.Host)
 		plain := req.Clone(ctx)
 		plain.URL.Scheme = "http"
 		plain.Header.Del("Authorization")
-		resp, herr := s.lc.http.Do(plain)
+		resp, herr := s.lc.httpClient.Do(plain)
 		discardBody(resp)
 		if herr == nil {
 			s.event(pod, v1.EventTypeWarning, "LifecycleHTTPFallback", "request to HTTPS lifecycle hook %s got HTTP response, retry with HTTP succeeded", req.URL.Host)

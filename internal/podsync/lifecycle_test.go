@@ -384,6 +384,9 @@ func TestHTTPGetHooks(t *testing.T) {
 		wantPath string
 		wantHdr  map[string]string
 		wantFail bool
+		// wantFallback: the HTTPS request was answered in plain HTTP and
+		// retried over HTTP, with a LifecycleHTTPFallback event (upstream).
+		wantFallback bool
 	}{
 		{
 			name:   "number port, path with query, headers",
@@ -431,7 +434,8 @@ func TestHTTPGetHooks(t *testing.T) {
 			get: func(port int) *v1.HTTPGetAction {
 				return &v1.HTTPGetAction{Host: "127.0.0.1", Port: intstr.FromInt32(int32(port)), Path: "/tls", Scheme: v1.URISchemeHTTPS}
 			},
-			wantPath: "/tls",
+			wantPath:     "/tls",
+			wantFallback: true,
 		},
 		{
 			name:   "unknown named port fails",
@@ -473,6 +477,9 @@ func TestHTTPGetHooks(t *testing.T) {
 				if got := r.Header.Get(k); got != v {
 					t.Errorf("header %s = %q, want %q", k, got, v)
 				}
+			}
+			if got := len(ev.withReason("LifecycleHTTPFallback")); (got == 1) != tt.wantFallback {
+				t.Errorf("%d LifecycleHTTPFallback events, want fallback %v", got, tt.wantFallback)
 			}
 			h.running("app")
 		})

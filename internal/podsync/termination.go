@@ -89,9 +89,11 @@ func absContainerPath(p string) string {
 // fillTerminationMessages completes the runtime message of every exited
 // container of rs with its termination message (file, or log tail under
 // FallbackToLogsOnError), and cuts each to its share of the pod's limit.
-// Messages are kept per container, so they survive the removal of the
-// pod's directory; the entries of containers the runtime no longer has are
-// dropped.
+// Messages read from files are kept per container, so they survive the
+// removal of the pod's directory; the entries of containers the runtime no
+// longer has are dropped. Messages from logs are read again every time:
+// the log lives as long as the container, and may still be completed by
+// the runtime just after the exit.
 func (s *Syncer) fillTerminationMessages(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus) {
 	perContainer := maxPodTerminationMessageBytes
 	if n := len(pod.Spec.Containers) + len(pod.Spec.InitContainers); n > 0 {
@@ -107,9 +109,14 @@ func (s *Syncer) fillTerminationMessages(ctx context.Context, pod *v1.Pod, rs *r
 		}
 		msg, ok := known[rec.ID]
 		if !ok {
-			msg = combineMessages(rec.Message, s.terminationMessage(ctx, rec))
+			tmsg, fromLog := s.terminationMessage(ctx, rec)
+			msg = combineMessages(rec.Message, tmsg)
+			if !fromLog {
+				next[rec.ID] = msg
+			}
+		} else {
+			next[rec.ID] = msg
 		}
-		next[rec.ID] = msg
 		if len(msg) > perContainer {
 			msg = msg[:perContainer]
 		}
@@ -145,20 +152,20 @@ func combineMessages(runtimeMsg, termMsg string) string {
 // mounts, which the runtime keeps, so this works after a restart of
 // heartlet too), else, under FallbackToLogsOnError for a failed container,
 // the tail of its log.
-func (s *Syncer) terminationMessage(ctx context.Context, rec *runtime.ContainerStatus) string {
+func (s *Syncer) terminationMessage(ctx context.Context, rec *runtime.ContainerStatus) (msg string, fromLog bool) {
 	info, _ := runtime.ParseContainerAnnotations(rec.Annotations)
 	fallback := info.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError &&
 		rec.ExitCode != 0 && rec.Reason != reasonContainerCannotRun
 	msg, checkLogs := readTerminationFile(rec.Mounts, info.TerminationMessagePath, fallback)
 	if !checkLogs {
-		return msg
+		return msg, false
 	}
 	tail, err := tailCRILog(rec.LogPath, maxTerminationLogLines, maxTerminationLogBytes)
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Failed to read the termination message from the container log", "container", rec.Name, "path", rec.LogPath, "err", err)
-		return fmt.Sprintf("Error on reading termination message from logs: %v", err)
+		return fmt.Sprintf("Error on reading termination message from logs: %v", err), true
 	}
-	return tail
+	return tail, true
 }
 
 // readTerminationFile reads the last maxTerminationMessageBytes of the

@@ -319,3 +319,33 @@ func abbreviate(s string) string {
 	}
 	return s
 }
+
+// A message taken from the log is read again on every status: the runtime
+// may still be writing the last output of the container just after its
+// exit.
+func TestTerminationMessageFromLogIsReread(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "0.log")
+	writeCRILog(t, logPath, "2026-01-01T00:00:00.000000000Z stdout F first")
+	rec := func() *runtime.ContainerStatus {
+		return &runtime.ContainerStatus{
+			ID: "c1", Name: "app", State: runtime.ContainerExited, ExitCode: 1, Reason: "Error", LogPath: logPath,
+			Annotations: map[string]string{
+				runtime.AnnotationTermPath: "/dev/termination-log",
+				runtime.AnnotationTermPol:  string(v1.TerminationMessageFallbackToLogsOnError),
+			},
+		}
+	}
+	s := New(Options{}, nil, nil, nil)
+	pod := testPod(v1.RestartPolicyNever, nil, "app")
+	rs := &runtime.PodStatus{UID: pod.UID, Containers: []*runtime.ContainerStatus{rec()}}
+	s.fillTerminationMessages(t.Context(), pod, rs)
+	if got := rs.Containers[0].Message; got != "first\n" {
+		t.Fatalf("message = %q, want %q", got, "first\n")
+	}
+	writeCRILog(t, logPath, "2026-01-01T00:00:00.000000000Z stdout F first", "2026-01-01T00:00:00.000000001Z stderr F late")
+	rs = &runtime.PodStatus{UID: pod.UID, Containers: []*runtime.ContainerStatus{rec()}}
+	s.fillTerminationMessages(t.Context(), pod, rs)
+	if got := rs.Containers[0].Message; got != "first\nlate\n" {
+		t.Errorf("message after the log grew = %q, want %q", got, "first\nlate\n")
+	}
+}

@@ -214,6 +214,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		// The kubelet's seccomp profile root: <root-dir>/seccomp.
 		SeccompProfileRoot: filepath.Join(a.opts.RootDir, "seccomp"),
 		SeccompDefault:     cfg.SeccompDefault != nil && *cfg.SeccompDefault,
+		RootDir:            a.opts.RootDir,
 	}, rt, podsyncCgroups(cg), statuses)
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 	desired := podconfig.New()

@@ -290,6 +290,9 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 			return nil, err
 		}
 	}
+	if m := s.terminationMessageMount(ctx, pod, c); m != nil {
+		mounts = append(mounts, m)
+	}
 	sec, err := s.containerSecurityContext(ctx, pod, c, image)
 	if err != nil {
 		return nil, err

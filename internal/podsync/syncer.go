@@ -46,6 +46,7 @@ type Runtime interface {
 	RemoveContainer(ctx context.Context, id string) error
 	PullImage(ctx context.Context, image string, auth *runtimeapi.AuthConfig, sb *runtimeapi.PodSandboxConfig) (string, error)
 	ImageRef(ctx context.Context, image string) (string, error)
+	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (runtime.ExecResult, error)
 }
 
 // Cgroups manages pod-level cgroups. Nil disables them (cgroupsPerQOS off).
@@ -107,6 +108,9 @@ type Options struct {
 	// profile of containers that name none.
 	SeccompProfileRoot string
 	SeccompDefault     bool
+	// RootDir holds per-pod files (<RootDir>/pods/<uid>), here the
+	// termination message files; empty disables them.
+	RootDir string
 }
 
 // Syncer implements podworker.Syncer against a CRI runtime.
@@ -119,6 +123,7 @@ type Syncer struct {
 
 	crash *flowcontrol.Backoff
 	pulls *flowcontrol.Backoff
+	lc    *lifecycleState
 
 	// pullErrs remembers the last pull failure per pod and image so the
 	// status shows ErrImagePull, then ImagePullBackOff while held.
@@ -142,6 +147,7 @@ func New(opts Options, rt Runtime, cg Cgroups, st StatusSink) *Syncer {
 		clock:    clk,
 		crash:    crashLoopBackoff(opts.MaxContainerRestartPeriod, clk),
 		pulls:    flowcontrol.NewFakeBackOff(initialBackoff, maxBackoff, clk),
+		lc:       newLifecycleState(),
 		pullErrs: map[string]string{},
 	}
 }
@@ -233,9 +239,8 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 
 	for _, k := range acts.kill {
 		logger.Info("Killing container", "container", k.name, "reason", k.reason)
-		s.event(pod, v1.EventTypeNormal, "Killing", "Stopping container %s", k.name)
-		if err := s.rt.StopContainer(ctx, k.id, gracePeriod(pod)); err != nil && !errors.Is(err, runtime.ErrNotFound) {
-			return podworker.SyncResult{}, fmt.Errorf("stop container %s: %w", k.name, err)
+		if err := s.killContainer(ctx, pod, k.name, k.id, gracePeriod(pod), ""); err != nil {
+			return podworker.SyncResult{}, err
 		}
 	}
 
@@ -298,6 +303,9 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 	}
 	s.event(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
 	logger.Info("Started container", "containerID", id, "restartCount", st.restartCount)
+	if msg, err := s.runPostStart(ctx, pod, c, id); err != nil {
+		return ReasonPostStartHookError, msg, err
+	}
 	return "", "", nil
 }
 
@@ -366,7 +374,7 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, gracePerio
 // killPod stops the pod's running containers within grace, then every
 // ready sandbox. App containers (and anything not a sidecar) stop first, in
 // parallel; sidecars stop after them, one at a time in reverse spec order,
-// each with what is left of the grace (at least minStopGrace), as upstream.
+// each with what is left of the grace (at least minimumGracePeriod), as upstream.
 func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, grace time.Duration) error {
 	deadline := s.clock.Now().Add(grace)
 	first, sidecars := stopOrder(pod, rs.Containers)
@@ -374,7 +382,7 @@ func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus
 		return err
 	}
 	for _, c := range sidecars {
-		left := max(deadline.Sub(s.clock.Now()), minStopGrace)
+		left := max(deadline.Sub(s.clock.Now()), minimumGracePeriod)
 		if err := s.stopContainers(ctx, pod, []*runtime.ContainerStatus{c}, left); err != nil {
 			return err
 		}
@@ -389,10 +397,6 @@ func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus
 	}
 	return nil
 }
-
-// minStopGrace is the least time a container gets between SIGTERM and
-// SIGKILL when a shared grace period is nearly used up, as upstream.
-const minStopGrace = 2 * time.Second
 
 // stopOrder splits the containers that may be running into those to stop
 // first and the sidecars to stop after them, last-declared first.
@@ -420,19 +424,14 @@ func stopOrder(pod *v1.Pod, cs []*runtime.ContainerStatus) (first, sidecars []*r
 // stopContainers stops cs in parallel, each with grace to exit after
 // SIGTERM, and waits for all of them.
 func (s *Syncer) stopContainers(ctx context.Context, pod *v1.Pod, cs []*runtime.ContainerStatus, grace time.Duration) error {
-	logger := klog.FromContext(ctx)
 	var wg sync.WaitGroup
 	errc := make(chan error, len(cs))
 	for _, c := range cs {
 		wg.Add(1)
 		go func(c *runtime.ContainerStatus) {
 			defer wg.Done()
-			logger.Info("Killing container", "container", c.Name, "gracePeriod", grace)
-			if len(pod.Spec.Containers) > 0 { // not for orphans known only from the runtime
-				s.event(pod, v1.EventTypeNormal, "Killing", "Stopping container %s", c.Name)
-			}
-			if err := s.rt.StopContainer(ctx, c.ID, grace); err != nil && !errors.Is(err, runtime.ErrNotFound) {
-				errc <- fmt.Errorf("stop container %s: %w", c.Name, err)
+			if err := s.killContainer(ctx, pod, c.Name, c.ID, grace, ""); err != nil {
+				errc <- err
 			}
 		}(c)
 	}
@@ -502,6 +501,9 @@ func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
 			return fmt.Errorf("clean up pod volumes: %w", err)
 		}
 	}
+	if err := s.removeContainerFiles(uid); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -539,6 +541,7 @@ func (s *Syncer) reportStatus(ctx context.Context, pod *v1.Pod, w map[string]wai
 		klog.FromContext(ctx).Error(err, "Failed to read pod status for reporting")
 		return
 	}
+	s.fillTerminationMessages(ctx, pod, rs)
 	in := status.Inputs{
 		NodeIPs:     s.opts.NodeIPs,
 		Now:         s.clock.Now(),

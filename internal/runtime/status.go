@@ -175,7 +175,7 @@ func decodeContainerStatus(st *runtimeapi.ContainerStatus, listed *runtimeapi.Co
 	if imageRef == "" {
 		imageRef = listed.GetImageRef()
 	}
-	return &ContainerStatus{
+	cs := &ContainerStatus{
 		ID:          st.GetId(),
 		Name:        containerName(labels, st.GetMetadata()),
 		SandboxID:   listed.GetPodSandboxId(),
@@ -193,6 +193,10 @@ func decodeContainerStatus(st *runtimeapi.ContainerStatus, listed *runtimeapi.Co
 		Labels:      labels,
 		Annotations: annotations,
 	}
+	for _, m := range st.GetMounts() {
+		cs.Mounts = append(cs.Mounts, Mount{HostPath: m.GetHostPath(), ContainerPath: m.GetContainerPath()})
+	}
+	return cs
 }
 
 // applyAnnotations fills the fields heartlet keeps in annotations. A

@@ -81,10 +81,19 @@ type ContainerStatus struct {
 	Init         bool   // from AnnotationInit
 	LogPath      string
 	Attempt      uint32 // CRI metadata attempt
+	// Mounts are the container's bind mounts as the runtime reports them.
+	Mounts []Mount
 	// Labels and Annotations are the container's CRI labels and annotations
 	// (see ParseContainerAnnotations).
 	Labels      map[string]string
 	Annotations map[string]string
+}
+
+// Mount is one bind mount of a container: a host path seen at a path in
+// the container.
+type Mount struct {
+	HostPath      string
+	ContainerPath string
 }
 
 // PodStatus is the runtime's view of one pod: every sandbox and container

@@ -322,7 +322,7 @@ func (c *computer) convert(rec *runtime.ContainerStatus, image string, old *v1.C
 			ExitCode:    rec.ExitCode,
 			Reason:      terminatedReason(rec),
 			Message:     rec.Message,
-			StartedAt:   timeOrZero(rec.StartedAt),
+			StartedAt:   startedAt(rec),
 			FinishedAt:  timeOrZero(rec.FinishedAt),
 			ContainerID: cid,
 		}
@@ -603,6 +603,16 @@ func lookup(m map[string]bool, key string, def bool) bool {
 		return v
 	}
 	return def
+}
+
+// startedAt is when an exited container started. One that never started
+// (the runtime failed to start it: StartError) reports the Unix epoch, as
+// upstream does: the runtime's zero start time becomes time.Unix(0, 0).
+func startedAt(rec *runtime.ContainerStatus) metav1.Time {
+	if rec.StartedAt.IsZero() {
+		return metav1.NewTime(time.Unix(0, 0))
+	}
+	return metav1.NewTime(rec.StartedAt)
 }
 
 // timeOrZero converts t, keeping the zero time zero.

@@ -840,6 +840,7 @@ func (r *runtimeServer) ContainerStatus(_ context.Context, req *runtimeapi.Conta
 		Labels:      c.Config.GetLabels(),
 		Annotations: c.Config.GetAnnotations(),
 		LogPath:     c.LogPath,
+		Mounts:      c.Config.GetMounts(),
 	}}, nil
 }
 

@@ -39,6 +39,12 @@ type startAction struct {
 type killAction struct {
 	id, name string
 	reason   string
+	// message is the Killing event's message; "Stopping container <name>"
+	// when empty.
+	message string
+	// grace overrides the pod's termination grace period (a failed
+	// probe's terminationGracePeriodSeconds).
+	grace *time.Duration
 }
 
 // podActions is the difference between a pod's spec and what the runtime

@@ -98,6 +98,9 @@ type Options struct {
 	Volumes Volumes
 	// Recorder records events; nil records none.
 	Recorder Recorder
+	// Probes gives liveness, readiness and startup results; nil means
+	// every container is live, ready and started once running.
+	Probes Probes
 }
 
 // Syncer implements podworker.Syncer against a CRI runtime.
@@ -160,6 +163,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		return podworker.SyncResult{}, fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
 	}
 	acts := computeActions(pod, rs, runtime.HashContainer, crashBackoff{s.crash, s.clock})
+	addProbeKills(pod, rs, &acts, s.opts.Probes)
 	waitingFor := acts.waiting
 	for name, w := range waitingFor {
 		if w.reason == ReasonCrashLoopBackOff {
@@ -214,9 +218,17 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	}
 
 	for _, k := range acts.kill {
-		logger.Info("Killing container", "container", k.name, "reason", k.reason)
-		s.event(pod, v1.EventTypeNormal, "Killing", "Stopping container %s", k.name)
-		if err := s.rt.StopContainer(ctx, k.id, gracePeriod(pod)); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+		grace := gracePeriod(pod)
+		if k.grace != nil {
+			grace = *k.grace
+		}
+		logger.Info("Killing container", "container", k.name, "reason", k.reason, "gracePeriod", grace)
+		if k.message != "" {
+			s.event(pod, v1.EventTypeNormal, "Killing", "%s", k.message)
+		} else {
+			s.event(pod, v1.EventTypeNormal, "Killing", "Stopping container %s", k.name)
+		}
+		if err := s.rt.StopContainer(ctx, k.id, grace); err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			return podworker.SyncResult{}, fmt.Errorf("stop container %s: %w", k.name, err)
 		}
 	}
@@ -491,6 +503,7 @@ func (s *Syncer) reportStatus(ctx context.Context, pod *v1.Pod, w map[string]wai
 	for name, wt := range w {
 		in.Waiting[name] = status.Waiting{Reason: wt.reason, Message: wt.message}
 	}
+	in.Ready, in.Started = probeInputs(pod, rs, s.opts.Probes)
 	if old, ok := s.status.GetPodStatus(pod.UID); ok {
 		in.Old = &old
 	}

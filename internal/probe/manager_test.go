@@ -95,8 +95,8 @@ func TestManagerWorkersAndUpdates(t *testing.T) {
 		got[round{u.ContainerName, u.Kind}] = append(got[round{u.ContainerName, u.Kind}], u.Result)
 	}
 	want := map[round][]Result{
-		{"app", Readiness}:    {Failure, Success},
-		{"app", Liveness}:     {Success},
+		{"app", Readiness}:   {Failure, Success},
+		{"app", Liveness}:    {Success},
 		{"sidecar", Startup}: {Unknown, Success},
 	}
 	for k, w := range want {

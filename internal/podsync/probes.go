@@ -49,7 +49,7 @@ func addProbeKills(pod *v1.Pod, rs *runtime.PodStatus, a *podActions, probes Pro
 		if restart {
 			msg += ", will be restarted"
 		}
-		k := killAction{id: st.ID, name: c.Name, reason: "probe failed", message: msg}
+		k := killAction{id: st.ID, name: c.Name, reason: msg, message: msg}
 		if p != nil && p.TerminationGracePeriodSeconds != nil {
 			g := time.Duration(*p.TerminationGracePeriodSeconds) * time.Second
 			k.grace = &g

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func serverContainer(name string, args ...string) v1.Container {
 // serverScript runs script in the test image's shell, then the server.
 func serverScript(name, script string, args ...string) v1.Container {
 	c := serverContainer(name)
-	c.Command = []string{"sh", "-c", script + "; exec /testserver serve " + strings.Join(args, " ")}
+	c.Command = []string{"sh", "-c", script + "\nexec /testserver serve " + strings.Join(args, " ")}
 	return c
 }
 
@@ -73,6 +74,22 @@ func isRunningNotReady(p *v1.Pod) bool {
 		podCondition(p, v1.ContainersReady) == v1.ConditionFalse
 }
 
+// killedByProbe fails t unless heartlet's log shows that it killed the
+// container of static pod name because of a failed probe of kind
+// ("liveness", "startup"), so a restart is known not to be a crash.
+func killedByProbe(t *testing.T, h *heartlet, name, container, kind string) {
+	t.Helper()
+	data, err := os.ReadFile(h.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`"Killing container" pod="default/` + regexp.QuoteMeta(staticPodName(name)) + `" podUID="[^"]*" container="` +
+		container + `" reason="Container ` + container + ` failed ` + kind + ` probe, will be restarted"`)
+	if !re.Match(data) {
+		t.Errorf("heartlet's log shows no kill of %s/%s for a failed %s probe", name, container, kind)
+	}
+}
+
 // TestProbes runs the probe scenarios of upstream's
 // test/e2e/common/node/container_probe.go against one standalone heartlet,
 // each scenario its own static pod, in parallel.
@@ -94,9 +111,7 @@ func TestProbes(t *testing.T) {
 		if cs.LastTerminationState.Terminated == nil {
 			t.Errorf("no last terminated state after a liveness restart: %+v", cs)
 		}
-		if !h.logContains("Probe failed") || !h.logContains("failed liveness probe") {
-			t.Error("heartlet's log shows no failed probe and liveness kill")
-		}
+		killedByProbe(t, h, "pr-exec", "app", "liveness")
 	})
 
 	// Upstream: "should be restarted with a /healthz http liveness probe"
@@ -116,6 +131,7 @@ func TestProbes(t *testing.T) {
 		if n := restarts(p, "fine"); n != 0 {
 			t.Errorf("the healthy container restarted %d times", n)
 		}
+		killedByProbe(t, h, "pr-http", "sick", "liveness")
 	})
 
 	// Upstream: "with readiness probe should not be ready before initial
@@ -200,6 +216,7 @@ func TestProbes(t *testing.T) {
 		h.waitPod(t, "pr-startup", probeTimeout, "to be restarted by liveness once started", func(p *v1.Pod) bool {
 			return restarts(p, "app") >= 1
 		})
+		killedByProbe(t, h, "pr-startup", "app", "liveness")
 	})
 
 	// Upstream: "should be restarted startup probe fails".
@@ -217,6 +234,7 @@ func TestProbes(t *testing.T) {
 		if cs := cstatusOf(p, "app"); cs.Ready {
 			t.Errorf("a container whose startup probe never passed is ready: %+v", cs)
 		}
+		killedByProbe(t, h, "pr-startfail", "app", "startup")
 	})
 
 	// tcpSocket and grpc (upstream: "should *not* be restarted with a
@@ -252,6 +270,7 @@ func TestProbes(t *testing.T) {
 		if !isRunningNotReady(p) && p.Status.Phase == v1.PodRunning {
 			t.Errorf("ready with a tcp readiness probe on a closed port: %s", describeStatus(p))
 		}
+		killedByProbe(t, h, "pr-tcpbad", "app", "liveness")
 	})
 
 	// httpGet to a named port with headers: a shell server logs the raw
@@ -314,6 +333,10 @@ wait`)
 			if strings.Contains(line, "sleep 600") {
 				sleeps++
 			}
+		}
+		t.Logf("processes in the container:\n%s", out)
+		if !regexp.MustCompile(`pr-timeout[^\n]*probeType="Readiness" output="command \\"sleep 600\\" timed out after 1s"`).Match(mustRead(t, h.logPath)) {
+			t.Errorf("heartlet's log shows no timed-out readiness probe")
 		}
 		// Each timed-out probe is killed: at most the one in flight runs.
 		if zombies != 0 || sleeps > 2 {
@@ -411,4 +434,13 @@ func TestClusterProbes(t *testing.T) {
 	if !found {
 		t.Errorf("no readiness Unhealthy event")
 	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

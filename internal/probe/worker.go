@@ -193,7 +193,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		// The probe could not run; its result says nothing about the
 		// container and changes no state.
 		logger.V(1).Info("Probe errored", "err", err)
-		w.event(pod, ReasonUnhealthy, "%s probe errored: %v", w.kind, err)
+		w.event(pod, ReasonUnhealthy, "%s probe errored and resulted in unknown state: %v", w.kind, err)
 		metrics.ProbeResults.WithLabelValues(w.resultLabels(metrics.ProbeResultUnknown)...).Inc()
 		metrics.ProbeDuration.WithLabelValues(w.durationLabels()...).Observe(duration)
 		return true

@@ -405,7 +405,7 @@ func TestWorkerEventsAndMetrics(t *testing.T) {
 			t.Errorf("event = %+v", e)
 		}
 	}
-	if !strings.HasPrefix(evs[2].message, "Readiness probe errored: ") || evs[2].reason != "Unhealthy" {
+	if !strings.HasPrefix(evs[2].message, "Readiness probe errored and resulted in unknown state: ") || evs[2].reason != "Unhealthy" {
 		t.Errorf("event = %+v", evs[2])
 	}
 	for result, want := range map[string]float64{"failed": 2, "successful": 1, "unknown": 1} {

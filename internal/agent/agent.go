@@ -35,6 +35,7 @@ import (
 	"github.com/heartlet/heartlet/internal/podsource/file"
 	"github.com/heartlet/heartlet/internal/podsync"
 	"github.com/heartlet/heartlet/internal/podworker"
+	"github.com/heartlet/heartlet/internal/probe"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
 	"github.com/heartlet/heartlet/internal/status"
@@ -133,7 +134,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if cfg.ReadOnlyPort > 0 {
 		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
 		mh := promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})
-		servers = append(servers, server.NewReadOnly(addr, statuses.Pods, mh, checks...))
+		ro := server.NewReadOnly(addr, statuses.Pods, mh, checks...)
+		ro.Handle("GET /metrics/probes", promhttp.HandlerFor(metrics.ProbesRegistry, promhttp.HandlerOpts{}))
+		servers = append(servers, ro)
 	}
 	for _, s := range servers {
 		if err := s.Listen(); err != nil {
@@ -197,6 +200,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Allocatable: alloc,
 	})
 
+	probes := probe.NewManager(probe.Options{Exec: rt, Status: statuses, Recorder: probeRecorder(rec), Clock: a.clock})
 	syncer := podsync.New(podsync.Options{
 		NodeIPs:       nodeIPs,
 		PodLogsDir:    cfg.PodLogsDir,
@@ -215,6 +219,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		SeccompProfileRoot: filepath.Join(a.opts.RootDir, "seccomp"),
 		SeccompDefault:     cfg.SeccompDefault != nil && *cfg.SeccompDefault,
 		RootDir:            a.opts.RootDir,
+		Probes:             probes,
 	}, rt, podsyncCgroups(cg), statuses)
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 	desired := podconfig.New()
@@ -225,6 +230,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return pl.Run(ctx) })
 	g.Go(func() error { return workers.Run(ctx) })
+	g.Go(func() error { return probes.Run(ctx) })
+	g.Go(func() error { return relayProbes(ctx, probes, workers) })
 	var sources []string
 	if p := cfg.StaticPodPath; p != "" {
 		sources = append(sources, file.SourceName)
@@ -266,7 +273,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		adm.node = node.Node
 		adm.allocatable = node.Allocatable
 	}
-	g.Go(func() error { return dispatch(ctx, desired, workers, adm) })
+	g.Go(func() error { return dispatch(ctx, desired, workers, adm, probes) })
 	g.Go(func() error { return relay(ctx, pl, workers) })
 	g.Go(func() error {
 		hk := &housekeeper{
@@ -298,7 +305,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // dispatch turns changes of the desired pod set into pod worker updates:
 // new pods pass admission first, pods being deleted in the API are killed
 // with their deletion grace period.
-func dispatch(ctx context.Context, desired *podconfig.Config, workers *podworker.Workers, adm *admitter) error {
+func dispatch(ctx context.Context, desired *podconfig.Config, workers *podworker.Workers, adm *admitter, probes *probe.Manager) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -308,18 +315,26 @@ func dispatch(ctx context.Context, desired *podconfig.Config, workers *podworker
 			switch {
 			case u.Op == podconfig.OpRemove:
 				adm.forget(pod.UID)
+				probes.RemovePod(pod.UID)
 				workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod})
 			case pod.DeletionTimestamp != nil:
+				if workers.Known(pod.UID) {
+					// Readiness goes on while it terminates; liveness and
+					// startup stop, as upstream.
+					probes.AddPod(pod)
+				}
 				workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod, GracePeriod: pod.DeletionGracePeriodSeconds})
 			case isTerminalPhase(pod.Status.Phase) && !workers.Known(pod.UID):
 				// Finished in the API (for example before a restart of
 				// heartlet): never run again.
 			case u.Op == podconfig.OpAdd:
 				if adm.admit(ctx, pod) {
+					probes.AddPod(pod)
 					workers.Update(podworker.Update{Type: podworker.UpdateCreate, Pod: pod})
 				}
 			default:
 				if workers.Known(pod.UID) {
+					probes.AddPod(pod)
 					workers.Update(podworker.Update{Type: podworker.UpdateUpdate, Pod: pod})
 				}
 			}
@@ -341,6 +356,27 @@ func relay(ctx context.Context, pl *pleg.PLEG, workers *podworker.Workers) error
 			workers.Sync(e.UID)
 		}
 	}
+}
+
+// relayProbes wakes the worker of a pod whose probe result changed, so
+// it restarts a container that failed or reports new readiness.
+func relayProbes(ctx context.Context, probes *probe.Manager, workers *podworker.Workers) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case u := <-probes.Updates():
+			workers.Sync(u.PodUID)
+		}
+	}
+}
+
+// probeRecorder keeps a nil recorder a nil interface.
+func probeRecorder(rec podsync.Recorder) probe.Recorder {
+	if rec == nil {
+		return nil
+	}
+	return rec
 }
 
 // housekeeper removes what no source wants any more: it asks the pod

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/heartlet/heartlet/internal/probe"
 	"github.com/heartlet/heartlet/internal/runtime"
 )
 
@@ -39,6 +40,12 @@ type startAction struct {
 type killAction struct {
 	id, name string
 	reason   string
+	// message is the Killing event's message; "Stopping container <name>"
+	// when empty.
+	message string
+	// grace overrides the pod's termination grace period (a failed
+	// probe's terminationGracePeriodSeconds).
+	grace *time.Duration
 }
 
 // podActions is the difference between a pod's spec and what the runtime
@@ -65,6 +72,8 @@ type podActions struct {
 	// removeContainers and removeSandboxes are dead records to collect.
 	removeContainers []string
 	removeSandboxes  []string
+
+	probes Probes
 }
 
 type waiting struct {
@@ -98,9 +107,11 @@ func restartsOnExit(policy v1.RestartPolicy, exitCode int32) bool {
 }
 
 // computeActions compares pod with the runtime's view rs and decides what
-// to do. hashOf is the container hash function; bo the crash-loop backoff.
-func computeActions(pod *v1.Pod, rs *runtime.PodStatus, hashOf func(*v1.Container) uint64, bo backoff) podActions {
-	a := podActions{waiting: map[string]waiting{}}
+// to do. hashOf is the container hash function; bo the crash-loop backoff;
+// probes (may be nil) tells whether a sidecar with a startup probe has
+// started.
+func computeActions(pod *v1.Pod, rs *runtime.PodStatus, hashOf func(*v1.Container) uint64, bo backoff, probes Probes) podActions {
+	a := podActions{waiting: map[string]waiting{}, probes: probes}
 	var sandbox *runtime.SandboxStatus
 	if len(rs.Sandboxes) > 0 {
 		sandbox = rs.Sandboxes[0]
@@ -223,7 +234,8 @@ func (a *podActions) computeInit(pod *v1.Pod, rs *runtime.PodStatus, current map
 // keepSidecar keeps one sidecar running whatever the pod's restart policy:
 // it starts it when missing, restarts it after it exited (with crash-loop
 // backoff) and replaces it when its image changed. It reports whether the
-// sidecar runs now, which is what lets the next init container start.
+// sidecar has started (runs, and passed its startup probe if it has one),
+// which is what lets the next init container start, as upstream.
 func (a *podActions) keepSidecar(pod *v1.Pod, rs *runtime.PodStatus, c *v1.Container, st *runtime.ContainerStatus, hashOf func(*v1.Container) uint64, bo backoff) bool {
 	switch {
 	case st == nil:
@@ -244,6 +256,10 @@ func (a *podActions) keepSidecar(pod *v1.Pod, rs *runtime.PodStatus, c *v1.Conta
 		a.kill = append(a.kill, killAction{id: st.ID, name: c.Name, reason: reason})
 		a.start = append(a.start, startAction{container: c, init: true, restartCount: st.RestartCount + 1})
 		return false
+	}
+	if c.StartupProbe != nil && a.probes != nil {
+		r, _ := a.probes.Result(st.ID, probe.Startup)
+		return r == probe.Success
 	}
 	return true
 }

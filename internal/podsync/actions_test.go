@@ -311,7 +311,7 @@ func TestComputeActions(t *testing.T) {
 			if hold == nil {
 				hold = holdAll{}
 			}
-			a := computeActions(tt.pod, rs, fixedHash, hold)
+			a := computeActions(tt.pod, rs, fixedHash, hold, nil)
 			if a.createSandbox != tt.wantSandbox {
 				t.Errorf("createSandbox = %v, want %v", a.createSandbox, tt.wantSandbox)
 			}
@@ -358,7 +358,7 @@ func TestRestartCountsContinue(t *testing.T) {
 		Sandboxes:  []*runtime.SandboxStatus{readySandbox()},
 		Containers: []*runtime.ContainerStatus{ctr("c1", "a", runtime.ContainerExited, 1, 4)},
 	}
-	a := computeActions(pod, rs, fixedHash, holdAll{})
+	a := computeActions(pod, rs, fixedHash, holdAll{}, nil)
 	if len(a.start) != 1 || a.start[0].restartCount != 5 {
 		t.Fatalf("start = %+v, want one start with restartCount 5", a.start)
 	}

@@ -111,6 +111,9 @@ type Options struct {
 	// RootDir holds per-pod files (<RootDir>/pods/<uid>), here the
 	// termination message files; empty disables them.
 	RootDir string
+	// Probes gives liveness, readiness and startup results; nil means
+	// every container is live, ready and started once running.
+	Probes Probes
 }
 
 // Syncer implements podworker.Syncer against a CRI runtime.
@@ -183,7 +186,8 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	if err != nil {
 		return podworker.SyncResult{}, fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
 	}
-	acts := computeActions(pod, rs, runtime.HashContainer, crashBackoff{s.crash, s.clock})
+	acts := computeActions(pod, rs, runtime.HashContainer, crashBackoff{s.crash, s.clock}, s.opts.Probes)
+	addProbeKills(pod, rs, &acts, s.opts.Probes)
 	waitingFor := acts.waiting
 	for name, w := range waitingFor {
 		if w.reason == ReasonCrashLoopBackOff {
@@ -238,8 +242,12 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	}
 
 	for _, k := range acts.kill {
-		logger.Info("Killing container", "container", k.name, "reason", k.reason)
-		if err := s.killContainer(ctx, pod, k.name, k.id, gracePeriod(pod), ""); err != nil {
+		grace := gracePeriod(pod)
+		if k.grace != nil {
+			grace = *k.grace
+		}
+		logger.Info("Killing container", "container", k.name, "reason", k.reason, "gracePeriod", grace)
+		if err := s.killContainer(ctx, pod, k.name, k.id, grace, k.message); err != nil {
 			return podworker.SyncResult{}, err
 		}
 	}
@@ -552,6 +560,7 @@ func (s *Syncer) reportStatus(ctx context.Context, pod *v1.Pod, w map[string]wai
 	for name, wt := range w {
 		in.Waiting[name] = status.Waiting{Reason: wt.reason, Message: wt.message}
 	}
+	in.Ready, in.Started = probeInputs(pod, rs, s.opts.Probes)
 	if old, ok := s.status.GetPodStatus(pod.UID); ok {
 		in.Old = &old
 	}

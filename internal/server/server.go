@@ -36,6 +36,7 @@ type Server struct {
 	name    string // "healthz server", "read-only server": prefixes errors
 	addr    string
 	handler http.Handler
+	mux     *http.ServeMux
 
 	mu sync.Mutex
 	ln net.Listener
@@ -64,7 +65,13 @@ func NewReadOnly(addr string, pods PodLister, metrics http.Handler, checks ...He
 }
 
 func newServer(name, addr string, mux *http.ServeMux) *Server {
-	return &Server{name: name, addr: addr, handler: logRequests(mux, clock.RealClock{})}
+	return &Server{name: name, addr: addr, handler: logRequests(mux, clock.RealClock{}), mux: mux}
+}
+
+// Handle adds a handler for pattern (as http.ServeMux patterns), e.g.
+// "GET /metrics/probes".
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
 }
 
 // Handler returns the server's handler, for serving it elsewhere.

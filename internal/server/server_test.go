@@ -371,3 +371,20 @@ func TestRequestsLoggedAtV4(t *testing.T) {
 		}
 	}
 }
+
+func TestReadOnlyHandleAddsPath(t *testing.T) {
+	s := NewReadOnly("127.0.0.1:0", nil, nil)
+	s.Handle("GET /metrics/probes", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("prober_probe_total 1\n"))
+	}))
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics/probes", nil))
+	if rec.Code != http.StatusOK || rec.Body.String() != "prober_probe_total 1\n" {
+		t.Fatalf("GET /metrics/probes = %d %q", rec.Code, rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics/other", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("GET /metrics/other = %d, want 404", rec.Code)
+	}
+}

@@ -1,0 +1,278 @@
+package probe
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/heartlet/heartlet/internal/metrics"
+)
+
+// worker probes one kind of probe of one container, periodically, until
+// it is stopped or the container is gone for good.
+type worker struct {
+	m         *Manager
+	container *v1.Container
+	kind      Kind
+	spec      *v1.Probe
+	stopCh    chan struct{}
+	stopOnce  sync.Once
+
+	podMu sync.Mutex
+	pod   *v1.Pod
+
+	// initial is the result a new container starts with, as upstream:
+	// readiness fails, liveness succeeds, startup is unknown until probed.
+	initial Result
+	// containerID is the container instance the results are about.
+	containerID string
+	lastResult  Result
+	resultRun   int
+	// onHold stops probing after a liveness or startup failure until the
+	// container is replaced.
+	onHold bool
+}
+
+func newWorker(m *Manager, pod *v1.Pod, c *v1.Container, kind Kind) *worker {
+	w := &worker{
+		m:         m,
+		pod:       pod,
+		container: c,
+		kind:      kind,
+		spec:      withDefaults(probeOf(c, kind)),
+		stopCh:    make(chan struct{}),
+	}
+	switch kind {
+	case Readiness:
+		w.initial = Failure
+	case Liveness:
+		w.initial = Success
+	default:
+		w.initial = Unknown
+	}
+	return w
+}
+
+// withDefaults returns a copy of p with the API defaults for fields left
+// zero (a static pod's manifest may leave them out).
+func withDefaults(p *v1.Probe) *v1.Probe {
+	out := p.DeepCopy()
+	if out.TimeoutSeconds <= 0 {
+		out.TimeoutSeconds = 1
+	}
+	if out.PeriodSeconds <= 0 {
+		out.PeriodSeconds = 10
+	}
+	if out.SuccessThreshold <= 0 {
+		out.SuccessThreshold = 1
+	}
+	if out.FailureThreshold <= 0 {
+		out.FailureThreshold = 3
+	}
+	return out
+}
+
+func (w *worker) stop() {
+	w.stopOnce.Do(func() { close(w.stopCh) })
+}
+
+func (w *worker) setPod(pod *v1.Pod) {
+	w.podMu.Lock()
+	defer w.podMu.Unlock()
+	w.pod = pod
+}
+
+func (w *worker) getPod() *v1.Pod {
+	w.podMu.Lock()
+	defer w.podMu.Unlock()
+	return w.pod
+}
+
+func (w *worker) logger(ctx context.Context) klog.Logger {
+	pod := w.getPod()
+	return klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID, "container", w.container.Name, "probeType", w.kind)
+}
+
+// run probes at once, then every period, until stopped or the container
+// is gone for good. Its results and metric series go with it.
+func (w *worker) run(ctx context.Context) {
+	defer w.m.wg.Done()
+	ctx = klog.NewContext(ctx, w.logger(ctx))
+	t := w.m.clock.NewTicker(time.Duration(w.spec.PeriodSeconds) * time.Second)
+	defer func() {
+		t.Stop()
+		if w.containerID != "" {
+			w.m.remove(w.containerID, w.kind)
+		}
+		w.deleteMetrics()
+		w.m.workerDone(w)
+	}()
+	for {
+		keep := w.doProbe(ctx)
+		if w.m.afterProbe != nil {
+			w.m.afterProbe(w)
+		}
+		if !keep {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.stopCh:
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// doProbe runs one round and reports whether the worker should go on.
+func (w *worker) doProbe(ctx context.Context) bool {
+	logger := klog.FromContext(ctx)
+	pod := w.getPod()
+	status, ok := w.m.opts.Status.GetPodStatus(pod.UID)
+	if !ok {
+		return true // not reported yet
+	}
+	if status.Phase == v1.PodFailed || status.Phase == v1.PodSucceeded {
+		logger.V(3).Info("Pod has finished; stopping its probe", "phase", status.Phase)
+		return false
+	}
+	c, ok := findStatus(status, w.container.Name)
+	if !ok || c.ContainerID == "" {
+		return true // not created yet
+	}
+	if id := bareID(c.ContainerID); id != w.containerID {
+		if w.containerID != "" {
+			w.m.remove(w.containerID, w.kind)
+		}
+		w.containerID = id
+		w.lastResult, w.resultRun, w.onHold = Unknown, 0, false
+		w.m.set(ctx, w, id, w.initial)
+	}
+	if w.onHold {
+		return true
+	}
+	if c.State.Running == nil {
+		// A container that stopped fails; one that is created and not
+		// yet started keeps its result, so it is not killed for a
+		// liveness failure it never had.
+		if c.State.Terminated != nil || w.kind == Readiness {
+			w.m.set(ctx, w, w.containerID, Failure)
+		}
+		// Nothing more to probe when the container will not run again.
+		return c.State.Terminated == nil || pod.Spec.RestartPolicy != v1.RestartPolicyNever
+	}
+	if pod.DeletionTimestamp != nil && (w.kind == Liveness || w.kind == Startup) {
+		// The pod is going away: no restart may interfere with its
+		// graceful termination.
+		w.m.set(ctx, w, w.containerID, Success)
+		return false
+	}
+	if w.m.clock.Since(c.State.Running.StartedAt.Time) < time.Duration(w.spec.InitialDelaySeconds)*time.Second {
+		return true
+	}
+	started := true
+	if w.container.StartupProbe != nil {
+		r, _ := w.m.Result(w.containerID, Startup)
+		started = r == Success
+	}
+	if w.kind == Startup && started {
+		return true // done with this container
+	}
+	if w.kind != Startup && !started {
+		return true // held until the startup probe succeeds
+	}
+
+	begin := w.m.clock.Now()
+	out, output, err := w.m.prober.run(ctx, w.spec, target{pod: pod, container: w.container, containerID: w.containerID, podIP: status.PodIP})
+	duration := w.m.clock.Since(begin).Seconds()
+	if err != nil {
+		// The probe could not run; its result says nothing about the
+		// container and changes no state.
+		logger.V(1).Info("Probe errored", "err", err)
+		w.event(pod, ReasonUnhealthy, "%s probe errored and resulted in unknown state: %v", w.kind, err)
+		metrics.ProbeResults.WithLabelValues(w.resultLabels(metrics.ProbeResultUnknown)...).Inc()
+		metrics.ProbeDuration.WithLabelValues(w.durationLabels()...).Observe(duration)
+		return true
+	}
+	result := Success
+	switch out {
+	case outcomeSuccess:
+		logger.V(3).Info("Probe succeeded")
+	case outcomeWarning:
+		logger.V(3).Info("Probe succeeded with a warning", "output", output)
+		w.event(pod, ReasonProbeWarning, "%s probe warning: %s", w.kind, output)
+	default:
+		result = Failure
+		logger.V(1).Info("Probe failed", "output", output)
+		w.event(pod, ReasonUnhealthy, "%s probe failed: %s", w.kind, output)
+	}
+	if result == Success {
+		metrics.ProbeResults.WithLabelValues(w.resultLabels(metrics.ProbeResultSuccessful)...).Inc()
+		metrics.ProbeDuration.WithLabelValues(w.durationLabels()...).Observe(duration)
+	} else {
+		metrics.ProbeResults.WithLabelValues(w.resultLabels(metrics.ProbeResultFailed)...).Inc()
+	}
+
+	if w.lastResult == result {
+		w.resultRun++
+	} else {
+		w.lastResult, w.resultRun = result, 1
+	}
+	if (result == Failure && w.resultRun < int(w.spec.FailureThreshold)) ||
+		(result == Success && w.resultRun < int(w.spec.SuccessThreshold)) {
+		return true // below the threshold: no change yet
+	}
+	w.m.set(ctx, w, w.containerID, result)
+	if result == Failure && (w.kind == Liveness || w.kind == Startup) {
+		// The container will be restarted: probing it more is pointless
+		// until it is replaced.
+		w.onHold = true
+		w.resultRun = 0
+	}
+	return true
+}
+
+func (w *worker) event(pod *v1.Pod, reason, format string, args ...any) {
+	if w.m.opts.Recorder != nil {
+		w.m.opts.Recorder.Eventf(pod, v1.EventTypeWarning, reason, format, args...)
+	}
+}
+
+func (w *worker) resultLabels(result string) []string {
+	pod := w.getPod()
+	return []string{w.kind.String(), result, w.container.Name, pod.Name, pod.Namespace, string(pod.UID)}
+}
+
+func (w *worker) durationLabels() []string {
+	pod := w.getPod()
+	return []string{w.kind.String(), w.container.Name, pod.Name, pod.Namespace}
+}
+
+// deleteMetrics drops the worker's series, as upstream does when a
+// worker ends.
+func (w *worker) deleteMetrics() {
+	for _, r := range []string{metrics.ProbeResultSuccessful, metrics.ProbeResultFailed, metrics.ProbeResultUnknown} {
+		metrics.ProbeResults.DeleteLabelValues(w.resultLabels(r)...)
+	}
+	metrics.ProbeDuration.DeleteLabelValues(w.durationLabels()...)
+}
+
+// findStatus finds a container's status among the app containers, then
+// the init containers.
+func findStatus(s v1.PodStatus, name string) (v1.ContainerStatus, bool) {
+	for _, c := range s.ContainerStatuses {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	for _, c := range s.InitContainerStatuses {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return v1.ContainerStatus{}, false
+}

@@ -20,9 +20,9 @@ import (
 // Lifecycle hooks, termination messages and exit reasons, as upstream's
 // test/e2e/common/node/lifecycle_hook.go and runtime.go expect them.
 
-// serverContainer runs the test server on port 8080 with args, recording
+// loggedServerContainer runs the test server on port 8080 with args, recording
 // its requests and signals in /log/requests (a hostPath volume "log").
-func serverContainer(name string, args ...string) v1.Container {
+func loggedServerContainer(name string, args ...string) v1.Container {
 	return v1.Container{
 		Name:            name,
 		Image:           testserverImage,
@@ -109,7 +109,7 @@ func TestLifecyclePostStart(t *testing.T) {
 	c := newCRI(t)
 	logDir := t.TempDir()
 	h.addPod(t, "poststart.yaml", "poststart", manifest(t, "poststart", func(p *v1.Pod) {
-		srv := serverContainer("server")
+		srv := loggedServerContainer("server")
 		srv.Lifecycle = &v1.Lifecycle{PostStart: waitServing}
 		app := shContainer("app", sleeper)
 		app.Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{
@@ -212,7 +212,7 @@ func TestLifecyclePreStop(t *testing.T) {
 			h.addPod(t, file, name, manifest(t, name, func(p *v1.Pod) {
 				grace := int64(30)
 				p.Spec.TerminationGracePeriodSeconds = &grace
-				srv := serverContainer("server")
+				srv := loggedServerContainer("server")
 				srv.Lifecycle = &v1.Lifecycle{PreStop: tt.hook}
 				p.Spec.Containers = []v1.Container{srv}
 				p.Spec.Volumes = []v1.Volume{logVolume(logDir)}
@@ -267,7 +267,7 @@ func TestLifecyclePreStopGraceBudget(t *testing.T) {
 	h.addPod(t, "prestop-budget.yaml", "prestop-budget", manifest(t, "prestop-budget", func(p *v1.Pod) {
 		g := int64(grace)
 		p.Spec.TerminationGracePeriodSeconds = &g
-		srv := serverContainer("server", "-ignore-sigterm")
+		srv := loggedServerContainer("server", "-ignore-sigterm")
 		srv.Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 60}}}
 		p.Spec.Containers = []v1.Container{srv}
 		p.Spec.Volumes = []v1.Volume{logVolume(logDir)}

@@ -15,13 +15,9 @@ import (
 // Always serving HTTP on port 8080 of the pod.
 func sidecarContainer(name string, args ...string) v1.Container {
 	always := v1.ContainerRestartPolicyAlways
-	return v1.Container{
-		Name:            name,
-		Image:           testserverImage,
-		ImagePullPolicy: v1.PullIfNotPresent,
-		Command:         append([]string{"/testserver", "serve"}, args...),
-		RestartPolicy:   &always,
-	}
+	c := serverContainer(name, args...)
+	c.RestartPolicy = &always
+	return c
 }
 
 // initStatus returns the pod's status of init container name.

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/dump"
+	"k8s.io/utils/dump"
 )
 
 // SandboxLabels returns the labels for a pod's sandbox: the pod's own labels

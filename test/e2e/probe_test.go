@@ -308,12 +308,12 @@ wait`)
 			c.ReadinessProbe = fastProbe(execAction("sleep", "600"))
 			p.Spec.Containers = []v1.Container{c}
 		}))
-		p := h.waitPod(t, "pr-timeout", podStartTimeout, "to run, not ready", func(p *v1.Pod) bool {
+		h.waitPod(t, "pr-timeout", podStartTimeout, "to run, not ready", func(p *v1.Pod) bool {
 			cs := cstatusOf(p, "app")
 			return isRunningNotReady(p) && cs != nil && cs.State.Running != nil
 		})
 		time.Sleep(8 * time.Second)
-		p = h.waitPod(t, "pr-timeout", 10*time.Second, "to stay not ready", isRunningNotReady)
+		p := h.waitPod(t, "pr-timeout", 10*time.Second, "to stay not ready", isRunningNotReady)
 		if n := restarts(p, "app"); n != 0 {
 			t.Errorf("restarted %d times by a readiness probe", n)
 		}
@@ -370,13 +370,13 @@ func TestClusterProbes(t *testing.T) {
 	if cs := cstatusOf(p, "web"); cs.Started == nil || !*cs.Started {
 		t.Errorf("web not started while running without a startup probe: %+v", cs)
 	}
-	p = waitAPIPod(t, h, "api-probes", probeTimeout, "to have web ready", func(p *v1.Pod) bool {
+	waitAPIPod(t, h, "api-probes", probeTimeout, "to have web ready", func(p *v1.Pod) bool {
 		cs := cstatusOf(p, "web")
 		return cs != nil && cs.Ready
 	})
 
 	// The liveness container restarts; its events are in the API.
-	p = waitAPIPod(t, h, "api-probes", probeTimeout, "to have live restarted", func(p *v1.Pod) bool {
+	waitAPIPod(t, h, "api-probes", probeTimeout, "to have live restarted", func(p *v1.Pod) bool {
 		return restarts(p, "live") >= 1
 	})
 	waitFor(t, 30*time.Second, "Unhealthy and Killing events", func() (bool, string) {

@@ -430,3 +430,16 @@ func podCgroupDir(controller string, qos v1.PodQOSClass, uid string) string {
 		return filepath.Join(base, "besteffort", "pod"+uid)
 	}
 }
+
+// statusOf returns the status of the pod's container or init container
+// name, or nil.
+func statusOf(p *v1.Pod, name string) *v1.ContainerStatus {
+	for _, list := range [][]v1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}

@@ -91,15 +91,6 @@ func describeEntries(entries []requestEntry) string {
 	return b.String()
 }
 
-func containerStatus(p *v1.Pod, name string) *v1.ContainerStatus {
-	for i := range p.Status.ContainerStatuses {
-		if p.Status.ContainerStatuses[i].Name == name {
-			return &p.Status.ContainerStatuses[i]
-		}
-	}
-	return nil
-}
-
 // A postStart exec hook runs in the container right after it starts: the
 // container sees the file it wrote. A postStart httpGet hook without a
 // host reaches the pod IP and a named port (here a server in the first
@@ -139,7 +130,7 @@ func TestLifecyclePostStart(t *testing.T) {
 		return ok, describeEntries(entries)
 	})
 	for _, name := range []string{"server", "app", "web"} {
-		if cs := containerStatus(pod, name); cs == nil || cs.RestartCount != 0 || cs.State.Running == nil {
+		if cs := statusOf(pod, name); cs == nil || cs.RestartCount != 0 || cs.State.Running == nil {
 			t.Errorf("container %s: %+v, want running without restarts", name, cs)
 		}
 	}
@@ -157,7 +148,7 @@ func TestLifecyclePostStartFailure(t *testing.T) {
 	}))
 	sawHookError := false
 	pod := h.waitPod(t, "poststart-fail", podStartTimeout, "to restart its container after the failed postStart", func(p *v1.Pod) bool {
-		cs := containerStatus(p, "app")
+		cs := statusOf(p, "app")
 		if cs == nil {
 			return false
 		}
@@ -166,7 +157,7 @@ func TestLifecyclePostStartFailure(t *testing.T) {
 		}
 		return cs.RestartCount >= 2 && cs.LastTerminationState.Terminated != nil
 	})
-	cs := containerStatus(pod, "app")
+	cs := statusOf(pod, "app")
 	if w := cs.State.Waiting; w != nil && w.Reason != "PostStartHookError" && w.Reason != "CrashLoopBackOff" {
 		t.Errorf("waiting reason %q, want PostStartHookError or CrashLoopBackOff", w.Reason)
 	}
@@ -360,7 +351,7 @@ func TestLifecycleTerminationMessages(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			name := "term-" + tt.name
 			pod := h.waitPod(t, name, podStartTimeout, "to reach "+string(tt.phase), func(p *v1.Pod) bool { return p.Status.Phase == tt.phase })
-			cs := containerStatus(pod, "c")
+			cs := statusOf(pod, "c")
 			if cs == nil || cs.State.Terminated == nil {
 				t.Fatalf("container status %+v, want terminated", cs)
 			}
@@ -407,10 +398,10 @@ func TestLifecycleExitReasons(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			name := "exit-" + tt.name
 			pod := h.waitPod(t, name, podStartTimeout, "to finish", func(p *v1.Pod) bool {
-				cs := containerStatus(p, "c")
+				cs := statusOf(p, "c")
 				return cs != nil && cs.State.Terminated != nil && (p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed)
 			})
-			term := containerStatus(pod, "c").State.Terminated
+			term := statusOf(pod, "c").State.Terminated
 			if term.ExitCode != tt.exitCode || term.Reason != tt.reason {
 				t.Errorf("terminated: exit %d reason %q message %q; want exit %d reason %q", term.ExitCode, term.Reason, term.Message, tt.exitCode, tt.reason)
 			}
@@ -464,15 +455,15 @@ func TestClusterLifecycle(t *testing.T) {
 		return okFailed && okKilling, fmt.Sprintf("FailedPostStartHook events %v, Killing events %v", eventMessages(failed), eventMessages(killing))
 	})
 	waitAPIPod(t, h, "api-poststart-fail", podStartTimeout, "to restart its container", func(p *v1.Pod) bool {
-		cs := containerStatus(p, "main")
+		cs := statusOf(p, "main")
 		return cs != nil && cs.RestartCount >= 1
 	})
 
 	p := waitAPIPod(t, h, "api-term-msg", podStartTimeout, "to fail with its termination message", func(p *v1.Pod) bool {
-		cs := containerStatus(p, "main")
+		cs := statusOf(p, "main")
 		return p.Status.Phase == v1.PodFailed && cs != nil && cs.State.Terminated != nil && cs.State.Terminated.Message != ""
 	})
-	term := containerStatus(p, "main").State.Terminated
+	term := statusOf(p, "main").State.Terminated
 	if term.Message != "cluster bye" || term.ExitCode != 4 || term.Reason != "Error" {
 		t.Errorf("terminated: message %q exit %d reason %q; want %q, 4, Error", term.Message, term.ExitCode, term.Reason, "cluster bye")
 	}

@@ -48,17 +48,8 @@ func fastProbe(h v1.ProbeHandler) *v1.Probe {
 	return &v1.Probe{ProbeHandler: h, PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1}
 }
 
-func cstatusOf(p *v1.Pod, name string) *v1.ContainerStatus {
-	for i := range p.Status.ContainerStatuses {
-		if p.Status.ContainerStatuses[i].Name == name {
-			return &p.Status.ContainerStatuses[i]
-		}
-	}
-	return nil
-}
-
 func restarts(p *v1.Pod, name string) int32 {
-	if cs := cstatusOf(p, name); cs != nil {
+	if cs := statusOf(p, name); cs != nil {
 		return cs.RestartCount
 	}
 	return -1
@@ -107,7 +98,7 @@ func TestProbes(t *testing.T) {
 		p := h.waitPod(t, "pr-exec", probeTimeout, "to be restarted twice by its liveness probe", func(p *v1.Pod) bool {
 			return restarts(p, "app") >= 2 && p.Status.Phase == v1.PodRunning
 		})
-		cs := cstatusOf(p, "app")
+		cs := statusOf(p, "app")
 		if cs.LastTerminationState.Terminated == nil {
 			t.Errorf("no last terminated state after a liveness restart: %+v", cs)
 		}
@@ -144,12 +135,12 @@ func TestProbes(t *testing.T) {
 			p.Spec.Containers = []v1.Container{c}
 		}))
 		p := h.waitPod(t, "pr-ready", podStartTimeout, "to run and not be ready", func(p *v1.Pod) bool {
-			cs := cstatusOf(p, "app")
+			cs := statusOf(p, "app")
 			return isRunningNotReady(p) && cs != nil && cs.State.Running != nil && !cs.Ready
 		})
-		started := cstatusOf(p, "app").State.Running.StartedAt.Time
+		started := statusOf(p, "app").State.Running.StartedAt.Time
 		p = h.waitPod(t, "pr-ready", probeTimeout, "to become ready", isReady)
-		cs := cstatusOf(p, "app")
+		cs := statusOf(p, "app")
 		if !cs.Ready || cs.Started == nil || !*cs.Started {
 			t.Errorf("container status %+v: want ready and started", cs)
 		}
@@ -196,10 +187,10 @@ func TestProbes(t *testing.T) {
 			p.Spec.Containers = []v1.Container{c}
 		}))
 		p := h.waitPod(t, "pr-startup", podStartTimeout, "to run", func(p *v1.Pod) bool {
-			cs := cstatusOf(p, "app")
+			cs := statusOf(p, "app")
 			return cs != nil && cs.State.Running != nil
 		})
-		start := cstatusOf(p, "app").State.Running.StartedAt.Time
+		start := statusOf(p, "app").State.Running.StartedAt.Time
 		// While the startup probe fails, the container is not started, not
 		// ready, and the failing liveness probe does not run.
 		for time.Since(start) < 6*time.Second {
@@ -207,7 +198,7 @@ func TestProbes(t *testing.T) {
 			if err != nil || p == nil {
 				t.Fatalf("pod: %v", err)
 			}
-			cs := cstatusOf(p, "app")
+			cs := statusOf(p, "app")
 			if cs.RestartCount != 0 || cs.Ready || (cs.Started != nil && *cs.Started) {
 				t.Fatalf("%v after start: restartCount %d ready %v started %v; want 0, false, false", time.Since(start), cs.RestartCount, cs.Ready, cs.Started)
 			}
@@ -231,7 +222,7 @@ func TestProbes(t *testing.T) {
 		p := h.waitPod(t, "pr-startfail", probeTimeout, "to be restarted by its startup probe", func(p *v1.Pod) bool {
 			return restarts(p, "app") >= 1
 		})
-		if cs := cstatusOf(p, "app"); cs.Ready {
+		if cs := statusOf(p, "app"); cs.Ready {
 			t.Errorf("a container whose startup probe never passed is ready: %+v", cs)
 		}
 		killedByProbe(t, h, "pr-startfail", "app", "startup")
@@ -290,7 +281,7 @@ wait`)
 			p.Spec.Containers = []v1.Container{c}
 		}))
 		p := h.waitPod(t, "pr-headers", probeTimeout, "to be ready through the named port", isReady)
-		out, _, _ := newCRI(t).exec(t, containerID(cstatusOf(p, "app").ContainerID), "cat", "/tmp/requests")
+		out, _, _ := newCRI(t).exec(t, containerID(statusOf(p, "app").ContainerID), "cat", "/tmp/requests")
 		// Upstream pkg/probe/http/request.go: User-Agent kube-probe/<major>.<minor>.
 		for _, want := range []string{"GET /probe?x=1 HTTP/1.1", "X-Custom: hello", "User-Agent: kube-probe/1.", "Accept: */*"} {
 			if !strings.Contains(out, want) {
@@ -309,7 +300,7 @@ wait`)
 			p.Spec.Containers = []v1.Container{c}
 		}))
 		h.waitPod(t, "pr-timeout", podStartTimeout, "to run, not ready", func(p *v1.Pod) bool {
-			cs := cstatusOf(p, "app")
+			cs := statusOf(p, "app")
 			return isRunningNotReady(p) && cs != nil && cs.State.Running != nil
 		})
 		time.Sleep(8 * time.Second)
@@ -317,7 +308,7 @@ wait`)
 		if n := restarts(p, "app"); n != 0 {
 			t.Errorf("restarted %d times by a readiness probe", n)
 		}
-		out, _, code := newCRI(t).exec(t, containerID(cstatusOf(p, "app").ContainerID), "ps", "-o", "pid,stat,args")
+		out, _, code := newCRI(t).exec(t, containerID(statusOf(p, "app").ContainerID), "ps", "-o", "pid,stat,args")
 		if code != 0 {
 			t.Fatalf("ps exited %d: %s", code, out)
 		}
@@ -363,15 +354,15 @@ func TestClusterProbes(t *testing.T) {
 		p.Spec.Containers = []v1.Container{web, live}
 	}))
 	p := waitAPIPod(t, h, "api-probes", podStartTimeout, "to run, not ready", func(p *v1.Pod) bool {
-		cs := cstatusOf(p, "web")
+		cs := statusOf(p, "web")
 		return p.Status.Phase == v1.PodRunning && cs != nil && cs.State.Running != nil && !cs.Ready &&
 			podCondition(p, v1.PodReady) == v1.ConditionFalse
 	})
-	if cs := cstatusOf(p, "web"); cs.Started == nil || !*cs.Started {
+	if cs := statusOf(p, "web"); cs.Started == nil || !*cs.Started {
 		t.Errorf("web not started while running without a startup probe: %+v", cs)
 	}
 	waitAPIPod(t, h, "api-probes", probeTimeout, "to have web ready", func(p *v1.Pod) bool {
-		cs := cstatusOf(p, "web")
+		cs := statusOf(p, "web")
 		return cs != nil && cs.Ready
 	})
 
@@ -412,7 +403,7 @@ func TestClusterProbes(t *testing.T) {
 		t.Fatalf("GET /set?readyz=fail: %d %v", code, err)
 	}
 	p = waitAPIPod(t, h, "api-probes", probeTimeout, "to become NotReady", func(p *v1.Pod) bool {
-		cs := cstatusOf(p, "web")
+		cs := statusOf(p, "web")
 		return podCondition(p, v1.PodReady) == v1.ConditionFalse && cs != nil && !cs.Ready && cs.State.Running != nil
 	})
 	for _, c := range p.Status.Conditions {

@@ -20,16 +20,6 @@ func sidecarContainer(name string, args ...string) v1.Container {
 	return c
 }
 
-// initStatus returns the pod's status of init container name.
-func initStatus(p *v1.Pod, name string) *v1.ContainerStatus {
-	for i := range p.Status.InitContainerStatuses {
-		if p.Status.InitContainerStatuses[i].Name == name {
-			return &p.Status.InitContainerStatuses[i]
-		}
-	}
-	return nil
-}
-
 // Sidecars (upstream test/e2e/common/node/container_lifecycle.go,
 // "Restartable Init Container Lifecycle"): a sidecar starts before the
 // init containers after it and serves them, keeps running next to the app
@@ -46,18 +36,18 @@ func TestSidecarServesInitAndApp(t *testing.T) {
 		p.Spec.Containers = []v1.Container{shContainer("app", sleeper)}
 	}))
 	pod := h.waitPod(t, "sidecar", podStartTimeout, "to run with the sidecar started and ready", func(p *v1.Pod) bool {
-		st := initStatus(p, "proxy")
+		st := statusOf(p, "proxy")
 		return p.Status.Phase == v1.PodRunning && st != nil && st.State.Running != nil &&
 			st.Started != nil && *st.Started && st.Ready && podCondition(p, v1.PodInitialized) == v1.ConditionTrue
 	})
-	if st := initStatus(pod, "check"); st == nil || st.State.Terminated == nil || st.State.Terminated.ExitCode != 0 {
+	if st := statusOf(pod, "check"); st == nil || st.State.Terminated == nil || st.State.Terminated.ExitCode != 0 {
 		t.Fatalf("init container after the sidecar did not complete: %s", describeStatus(pod))
 	}
 
 	// The sidecar exits with 1 after 8 s: it is restarted (restartPolicy
 	// Always on the sidecar) while the app container keeps running.
 	pod = h.waitPod(t, "sidecar", 60*time.Second, "to restart the sidecar", func(p *v1.Pod) bool {
-		st := initStatus(p, "proxy")
+		st := statusOf(p, "proxy")
 		return st != nil && st.RestartCount >= 1 && st.LastTerminationState.Terminated != nil &&
 			st.LastTerminationState.Terminated.ExitCode == 1
 	})
@@ -66,7 +56,7 @@ func TestSidecarServesInitAndApp(t *testing.T) {
 			t.Errorf("app container disturbed by the sidecar restart: %+v", cs)
 		}
 	}
-	if st := initStatus(pod, "check"); st == nil || st.RestartCount != 0 {
+	if st := statusOf(pod, "check"); st == nil || st.RestartCount != 0 {
 		t.Errorf("regular init container ran again after the sidecar restarted: %+v", st)
 	}
 }

@@ -281,13 +281,21 @@ wait`)
 			p.Spec.Containers = []v1.Container{c}
 		}))
 		p := h.waitPod(t, "pr-headers", probeTimeout, "to be ready through the named port", isReady)
-		out, _, _ := newCRI(t).exec(t, containerID(statusOf(p, "app").ContainerID), "cat", "/tmp/requests")
+		// nc answers as soon as a client connects, so the prober may see
+		// the answer before nc has written the request down: poll.
+		cri := newCRI(t)
+		id := containerID(statusOf(p, "app").ContainerID)
 		// Upstream pkg/probe/http/request.go: User-Agent kube-probe/<major>.<minor>.
-		for _, want := range []string{"GET /probe?x=1 HTTP/1.1", "X-Custom: hello", "User-Agent: kube-probe/1.", "Accept: */*"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("probe request lacks %q:\n%s", want, out)
+		wants := []string{"GET /probe?x=1 HTTP/1.1", "X-Custom: hello", "User-Agent: kube-probe/1.", "Accept: */*"}
+		waitFor(t, 20*time.Second, "a recorded probe request with the expected line and headers", func() (bool, string) {
+			out, _, _ := cri.exec(t, id, "cat", "/tmp/requests")
+			for _, want := range wants {
+				if !strings.Contains(out, want) {
+					return false, fmt.Sprintf("lacks %q in:\n%s", want, out)
+				}
 			}
-		}
+			return true, ""
+		})
 	})
 
 	// An exec probe that times out fails (upstream: "should not be ready

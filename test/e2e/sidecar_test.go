@@ -105,3 +105,30 @@ func TestSidecarJobCompletes(t *testing.T) {
 		}
 	}
 }
+
+// In cluster mode the API shows the sidecar in initContainerStatuses
+// (started, ready, running) while the job runs, and the pod Succeeded once
+// the app container finished, as kubectl users see it.
+func TestClusterSidecarJob(t *testing.T) {
+	h := startClusterHeartlet(t, clusterOptions{})
+	const name = "api-sidecar-job"
+	createPod(t, apiPod(name, func(p *v1.Pod) {
+		p.Spec.RestartPolicy = v1.RestartPolicyNever
+		p.Spec.InitContainers = []v1.Container{sidecarContainer("proxy", "-http-port", "8080")}
+		p.Spec.Containers = []v1.Container{shContainer("main", "for i in 1 2 3 4 5 6; do wget -q -O /dev/null http://127.0.0.1:8080/ || exit 1; sleep 1; done")}
+	}))
+	waitAPIPod(t, h, name, podStartTimeout, "to run with the sidecar started and ready", func(p *v1.Pod) bool {
+		st := statusOf(p, "proxy")
+		return p.Status.Phase == v1.PodRunning && st != nil && st.State.Running != nil &&
+			st.Started != nil && *st.Started && st.Ready
+	})
+	p := waitAPIPod(t, h, name, 60*time.Second, "to succeed", func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodSucceeded
+	})
+	if st := statusOf(p, "main"); st == nil || st.State.Terminated == nil || st.State.Terminated.ExitCode != 0 {
+		t.Errorf("main container: %+v, want terminated with 0", st)
+	}
+	if st := statusOf(p, "proxy"); st == nil || st.State.Terminated == nil || st.RestartCount != 0 {
+		t.Errorf("sidecar after the job: %+v, want terminated, never restarted", st)
+	}
+}

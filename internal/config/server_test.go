@@ -16,7 +16,9 @@ func TestValidateServer(t *testing.T) {
 		{"defaults", func(*kubeletv1beta1.KubeletConfiguration) {}, nil},
 		{"cert without key", func(kc *kubeletv1beta1.KubeletConfiguration) { kc.TLSCertFile = "/a.crt" }, []string{"tlsPrivateKeyFile"}},
 		{"key without cert", func(kc *kubeletv1beta1.KubeletConfiguration) { kc.TLSPrivateKeyFile = "/a.key" }, []string{"tlsCertFile"}},
-		{"both", func(kc *kubeletv1beta1.KubeletConfiguration) { kc.TLSCertFile, kc.TLSPrivateKeyFile = "/a.crt", "/a.key" }, nil},
+		{"both", func(kc *kubeletv1beta1.KubeletConfiguration) {
+			kc.TLSCertFile, kc.TLSPrivateKeyFile = "/a.crt", "/a.key"
+		}, nil},
 		{"good suites", func(kc *kubeletv1beta1.KubeletConfiguration) {
 			kc.TLSCipherSuites = []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}
 			kc.TLSMinVersion = "VersionTLS12"

@@ -243,16 +243,45 @@ func (h *followHarness) tick() {
 	h.clk.Step(followPoll)
 }
 
-// waitOutput waits until the output is want.
+// waitOutput advances the clock whenever the reader waits on it, until
+// the output is want.
 func (h *followHarness) waitOutput(want string) {
 	h.t.Helper()
-	timeout := time.After(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for h.out.String() != want {
-		select {
-		case <-h.out.wrote:
-		case <-timeout:
+		if time.Now().After(deadline) {
 			h.t.Fatalf("output = %q, want %q", h.out.String(), want)
 		}
+		if h.clk.HasWaiters() {
+			h.clk.Step(followPoll)
+			continue
+		}
+		select {
+		case <-h.out.wrote:
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// waitDone advances the clock whenever the reader waits on it, until
+// ReadLog returns.
+func (h *followHarness) waitDone() error {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-h.done:
+			return err
+		default:
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatal("following did not end")
+		}
+		if h.clk.HasWaiters() {
+			h.clk.Step(followPoll)
+			continue
+		}
+		<-time.After(time.Millisecond)
 	}
 }
 
@@ -295,16 +324,8 @@ func TestReadLogFollow(t *testing.T) {
 	// The container stops after one more line: following ends with it.
 	appendFile(t, path, "2026-01-02T03:04:04Z stdout F five\n")
 	h.running.Store(false)
-	for i := 0; i < runningEvery+1; i++ {
-		h.tick()
-	}
-	select {
-	case err := <-h.done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("following did not end after the container stopped")
+	if err := h.waitDone(); err != nil {
+		t.Fatal(err)
 	}
 	if got := h.out.String(); got != "one\ntwo\nthree\nfour\nfive\n" {
 		t.Errorf("output = %q", got)
@@ -316,14 +337,8 @@ func TestReadLogFollowLimit(t *testing.T) {
 	h := startFollow(t, path, LogOptions{LimitBytes: ptr.To[int64](7)})
 	h.waitOutput("one\n")
 	appendFile(t, path, "2026-01-02T03:04:01Z stdout F two\n")
-	h.tick()
-	select {
-	case err := <-h.done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("following did not end at limitBytes")
+	if err := h.waitDone(); err != nil {
+		t.Fatal(err)
 	}
 	if got := h.out.String(); got != "one\ntwo" {
 		t.Errorf("output = %q, want %q", got, "one\ntwo")

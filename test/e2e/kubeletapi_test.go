@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,12 +12,15 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -334,4 +338,46 @@ func foreignClientCert(t *testing.T) tls.Certificate {
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestKubeletAPIStandalone checks the HTTPS port of a standalone heartlet
+// (anonymous, AlwaysAllow): it serves with the self-signed certificate it
+// made in <root-dir>/pki, and /configz shows the effective configuration.
+func TestKubeletAPIStandalone(t *testing.T) {
+	h := startHeartlet(t)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	var served *x509.Certificate
+	waitFor(t, 20*time.Second, "the kubelet API to serve /configz", func() (bool, string) {
+		resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/configz", h.apiPort))
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var cz struct {
+			KubeletConfig struct {
+				Port          int `json:"port"`
+				Authorization struct {
+					Mode string `json:"mode"`
+				} `json:"authorization"`
+			} `json:"kubeletconfig"`
+		}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &cz) != nil ||
+			cz.KubeletConfig.Port != h.apiPort || cz.KubeletConfig.Authorization.Mode != "AlwaysAllow" {
+			return false, fmt.Sprintf("%d %.200q", resp.StatusCode, body)
+		}
+		served = resp.TLS.PeerCertificates[0]
+		return true, ""
+	})
+	data, err := os.ReadFile(filepath.Join(h.rootDir, "pki", "kubelet.crt"))
+	if err != nil {
+		t.Fatalf("self-signed certificate: %v", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || !bytes.Equal(block.Bytes, served.Raw) {
+		t.Errorf("the served certificate is not <root-dir>/pki/kubelet.crt")
+	}
+	if _, err := os.Stat(filepath.Join(h.rootDir, "pki", "kubelet.key")); err != nil {
+		t.Errorf("self-signed key: %v", err)
+	}
 }

@@ -112,9 +112,10 @@ func TestKubeletAPI(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, 20*time.Second, "main to have written line-7", func() (bool, string) {
+	// line-11 is written 5 s after the burst of line-1..line-6.
+	waitFor(t, 30*time.Second, "main to have written line-11", func() (bool, string) {
 		out, err := kubectl("logs", "-n", "default", "kapi-logs", "-c", "main")
-		return err == nil && strings.Contains(out, "line-7\n"), fmt.Sprintf("%q %v", out, err)
+		return err == nil && strings.Contains(out, "line-11\n"), fmt.Sprintf("%q %v", out, err)
 	})
 
 	t.Run("logs", func(t *testing.T) { testKubectlLogs(t) })
@@ -151,10 +152,11 @@ func testKubectlLogs(t *testing.T) {
 		t.Errorf("kubectl logs --limit-bytes 10 = %q, want %q", got, "line-1\nlin")
 	}
 
-	// --since 3s: only the last few one-a-second lines, not the burst.
-	since := logs("--since", "3s")
+	// --since 2s: only the last few one-a-second lines, not the burst
+	// written 5 s or more ago.
+	since := logs("--since", "2s")
 	if strings.Contains(since, "line-1\n") || !strings.Contains(since, "line-") {
-		t.Errorf("kubectl logs --since 3s = %q, want only recent lines", since)
+		t.Errorf("kubectl logs --since 2s = %q, want only recent lines", since)
 	}
 
 	// -f: new lines arrive while following.

@@ -67,11 +67,15 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 			ips = append(ips, ip)
 		}
 	}
+	host := d.opts.NodeName // the kubelet names its certificate after --hostname-override
+	if host == "" {
+		host = d.hostname
+	}
 	tlsCfg, err := server.NewTLSConfig(server.TLSOptions{
 		CertFile:     cfg.TLSCertFile,
 		KeyFile:      cfg.TLSPrivateKeyFile,
 		CertDir:      d.opts.CertDir,
-		Hostname:     d.hostname,
+		Hostname:     host,
 		IPs:          ips,
 		CipherSuites: cfg.TLSCipherSuites,
 		MinVersion:   cfg.TLSMinVersion,

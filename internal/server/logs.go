@@ -426,7 +426,9 @@ func ReadLog(ctx context.Context, f LogFile, opts *LogOptions, w io.Writer, clk 
 				}
 			}
 			polls++
-			if polls%runningEvery == 0 && (f.Running == nil || !f.Running(ctx)) {
+			// Checked at the first idle poll (a finished container ends at
+			// once) and every runningEvery polls after.
+			if (polls-1)%runningEvery == 0 && (f.Running == nil || !f.Running(ctx)) {
 				// The instance ended: what it wrote last is in the file.
 				_, err := drain()
 				if errors.Is(err, errLimitReached) {

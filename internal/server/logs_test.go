@@ -344,3 +344,21 @@ func TestReadLogFollowLimit(t *testing.T) {
 		t.Errorf("output = %q, want %q", got, "one\ntwo")
 	}
 }
+
+func TestReadLogFollowFinishedContainer(t *testing.T) {
+	// Following the log of a container that has already exited ends at
+	// the end of its file (upstream kuberuntime/logs ReadLogs returns once
+	// the container is not running).
+	path := writeLog(t, "2026-01-02T03:04:00Z stdout F last words\n")
+	h := startFollow(t, path, LogOptions{})
+	h.running.Store(false)
+	if err := h.waitDone(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.out.String(); got != "last words\n" {
+		t.Errorf("output = %q", got)
+	}
+	if n := h.clk.Since(time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC)); n > followPoll {
+		t.Errorf("following a finished container took %v of clock time, want at most one poll (%v)", n, followPoll)
+	}
+}

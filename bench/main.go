@@ -100,6 +100,10 @@ podLogsDir: %s
 healthzPort: 0
 readOnlyPort: 0
 failSwapOn: false
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
 `, manifests, endpoint, filepath.Join(dir, "logs"))), 0o644); err != nil {
 		return err
 	}

@@ -274,7 +274,11 @@ start_scheduler() {
 }
 
 # bootstrap creates what a kubeadm cluster would have: the apiserver's
-# kubelet-client identity may use every kubelet API.
+# kubelet-client identity may use every kubelet API (kubectl logs, exec, ...
+# go through it to the node's webhook-authorized port). The node itself
+# needs nothing more: it creates TokenReviews and SubjectAccessReviews for
+# its kubelet API under the Node authorizer, whose node rules
+# (bootstrappolicy NodeRules, the system:node role) allow both.
 bootstrap() {
 	kubectl_admin get clusterrolebinding heartlet-kube-apiserver-kubelet-client >/dev/null 2>&1 ||
 		kubectl_admin create clusterrolebinding heartlet-kube-apiserver-kubelet-client \

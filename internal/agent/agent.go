@@ -138,6 +138,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		ro.Handle("GET /metrics/probes", promhttp.HandlerFor(metrics.ProbesRegistry, promhttp.HandlerOpts{}))
 		servers = append(servers, ro)
 	}
+	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, pods: statuses.Pods, checks: checks, hostname: hostname, nodeIPs: nodeIPs,
+		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})}
+	if cl != nil {
+		apiDeps.kube = cl.Kube
+	}
+	api, apiAuth, err := newKubeletAPI(apiDeps)
+	if err != nil {
+		return err
+	}
+	servers = append(servers, api)
 	for _, s := range servers {
 		if err := s.Listen(); err != nil {
 			return err
@@ -228,6 +238,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for _, s := range servers {
 		g.Go(func() error { return s.Run(ctx) })
 	}
+	g.Go(func() error { apiAuth.Run(ctx); return nil })
 	g.Go(func() error { return pl.Run(ctx) })
 	g.Go(func() error { return workers.Run(ctx) })
 	g.Go(func() error { return probes.Run(ctx) })

@@ -31,6 +31,10 @@ type Options struct {
 	Kubeconfig string
 	// RootDir is --root-dir (default /var/lib/kubelet), made absolute.
 	RootDir string
+	// CertDir is --cert-dir (default <RootDir>/pki), made absolute: where
+	// the self-signed serving certificate kubelet.crt/kubelet.key lives
+	// when tlsCertFile and tlsPrivateKeyFile are not given.
+	CertDir string
 	// NodeLabels is --node-labels: labels set when the Node is registered.
 	NodeLabels map[string]string
 	// HostnameOverride is --hostname-override.
@@ -79,6 +83,7 @@ type cmdline struct {
 	configFile       string
 	kubeconfig       string
 	rootDir          string
+	certDir          string
 	hostnameOverride string
 	nodeIP           string
 	nodeLabels       map[string]string
@@ -167,6 +172,14 @@ func load(args []string, e env) (*Options, error) {
 			return nil, fmt.Errorf("resolving --root-dir %q: %w", cl.rootDir, err)
 		}
 		opts.RootDir = p
+		opts.CertDir = filepath.Join(p, "pki")
+	}
+	if cl.certDir != "" {
+		p, err := e.abs(cl.certDir)
+		if err != nil {
+			return nil, fmt.Errorf("resolving --cert-dir %q: %w", cl.certDir, err)
+		}
+		opts.CertDir = p
 	}
 	ips, errs := validateNodeIPs(field.NewPath("nodeIP"), cl.nodeIP)
 	for _, fe := range errs {
@@ -259,6 +272,7 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	fs.StringVar(&cl.configFile, "config", cl.configFile, "KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file, YAML or JSON. Command-line flags override its values. Relative paths in it are relative to its directory.")
 	fs.StringVar(&cl.kubeconfig, "kubeconfig", cl.kubeconfig, "Path to a kubeconfig file for the API server. Omit for standalone mode.")
 	fs.StringVar(&cl.rootDir, "root-dir", cl.rootDir, "Directory for heartlet's own files (volumes, plugins, state).")
+	fs.StringVar(&cl.certDir, "cert-dir", cl.certDir, "Directory of the self-signed serving certificate (kubelet.crt, kubelet.key) made when tlsCertFile and tlsPrivateKeyFile are not given; default <root-dir>/pki.")
 	fs.StringVar(&cl.hostnameOverride, "hostname-override", cl.hostnameOverride, "Node name to use instead of the machine's hostname (lower-cased).")
 	fs.Var(cliflag.NewMapStringString(&cl.nodeLabels), "node-labels", "Labels to add when registering the node, key=value pairs separated by commas.")
 	fs.StringVar(&cl.nodeIP, "node-ip", cl.nodeIP, "IP address of the node, or one IPv4 and one IPv6 address separated by a comma.")
@@ -285,6 +299,22 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	cfg("address", "address")
 	fs.Int32Var(&kc.Port, "port", kc.Port, "Port of the authenticated HTTPS server (port).")
 	cfg("port", "port")
+	fs.StringVar(&kc.TLSCertFile, "tls-cert-file", kc.TLSCertFile, "Serving certificate of the HTTPS server, PEM (tlsCertFile).")
+	cfg("tls-cert-file", "tlsCertFile")
+	fs.StringVar(&kc.TLSPrivateKeyFile, "tls-private-key-file", kc.TLSPrivateKeyFile, "Private key of tlsCertFile, PEM (tlsPrivateKeyFile).")
+	cfg("tls-private-key-file", "tlsPrivateKeyFile")
+	fs.StringSliceVar(&kc.TLSCipherSuites, "tls-cipher-suites", kc.TLSCipherSuites, "Cipher suites of the HTTPS server, Go names; empty means Go's defaults (tlsCipherSuites).")
+	cfg("tls-cipher-suites", "tlsCipherSuites")
+	fs.StringVar(&kc.TLSMinVersion, "tls-min-version", kc.TLSMinVersion, "Minimum TLS version: VersionTLS10..VersionTLS13 (tlsMinVersion).")
+	cfg("tls-min-version", "tlsMinVersion")
+	fs.StringVar(&kc.Authentication.X509.ClientCAFile, "client-ca-file", kc.Authentication.X509.ClientCAFile, "CA bundle that signs the client certificates the HTTPS server accepts (authentication.x509.clientCAFile).")
+	cfg("client-ca-file", "authentication.x509.clientCAFile")
+	fs.BoolVar(kc.Authentication.Anonymous.Enabled, "anonymous-auth", *kc.Authentication.Anonymous.Enabled, "Let requests without credentials in as system:anonymous (authentication.anonymous.enabled).")
+	cfg("anonymous-auth", "authentication.anonymous.enabled")
+	fs.BoolVar(kc.Authentication.Webhook.Enabled, "authentication-token-webhook", *kc.Authentication.Webhook.Enabled, "Authenticate bearer tokens with TokenReviews (authentication.webhook.enabled).")
+	cfg("authentication-token-webhook", "authentication.webhook.enabled")
+	fs.StringVar((*string)(&kc.Authorization.Mode), "authorization-mode", string(kc.Authorization.Mode), "AlwaysAllow or Webhook (SubjectAccessReviews) (authorization.mode).")
+	cfg("authorization-mode", "authorization.mode")
 	fs.Int32Var(&kc.ReadOnlyPort, "read-only-port", kc.ReadOnlyPort, "Port of the unauthenticated read-only HTTP server; 0 turns it off (readOnlyPort).")
 	cfg("read-only-port", "readOnlyPort")
 	fs.Int32Var(kc.HealthzPort, "healthz-port", *kc.HealthzPort, "Port of the healthz server; 0 turns it off (healthzPort).")

@@ -48,6 +48,7 @@ func Validate(kc *kubeletv1beta1.KubeletConfiguration) field.ErrorList {
 		errs = append(errs, validatePort(root("healthzPort"), *kc.HealthzPort, true)...)
 	}
 	errs = append(errs, validateIP(root("address"), kc.Address)...)
+	errs = append(errs, validateServer(kc)...)
 	errs = append(errs, validateIP(root("healthzBindAddress"), kc.HealthzBindAddress)...)
 	for i, ip := range kc.ClusterDNS {
 		errs = append(errs, validateIP(root("clusterDNS").Index(i), ip)...)

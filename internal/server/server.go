@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,7 @@ type Server struct {
 	addr    string
 	handler http.Handler
 	mux     *http.ServeMux
+	tls     *tls.Config // serve HTTPS when set
 
 	mu sync.Mutex
 	ln net.Listener
@@ -116,6 +118,9 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	ln := s.ln
 	s.mu.Unlock()
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
 
 	logger := klog.FromContext(ctx).WithValues("server", s.name)
 	srv := &http.Server{
@@ -124,6 +129,7 @@ func (s *Server) Run(ctx context.Context) error {
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    1 << 20,
 		BaseContext:       func(net.Listener) context.Context { return klog.NewContext(ctx, logger) },
+		ErrorLog:          newServerErrorLog(logger),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

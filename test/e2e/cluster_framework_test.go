@@ -96,6 +96,9 @@ func clusterArgs(h *heartlet, kubeconfig string) []string {
 		"--kubeconfig", kubeconfig,
 		"--hostname-override", clusterNode,
 		"--v", "2",
+		// The kubelet API trusts client certificates of the cluster CA (the
+		// apiserver's kubelet-client identity), as kubeadm configures it.
+		"--client-ca-file", clusterCAFile(),
 	}
 }
 

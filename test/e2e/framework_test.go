@@ -47,6 +47,7 @@ type heartlet struct {
 	logPath     string
 	roPort      int
 	healthzPort int
+	apiPort     int // the kubelet API (HTTPS) port
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -80,6 +81,7 @@ func newHeartlet(t *testing.T, extra string) *heartlet {
 		logPath:     filepath.Join(dir, "heartlet.log"),
 		roPort:      freePort(t),
 		healthzPort: freePort(t),
+		apiPort:     freePort(t),
 	}
 	for _, d := range []string{h.rootDir, h.manifestDir, h.podLogsDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -91,10 +93,11 @@ kind: KubeletConfiguration
 readOnlyPort: %d
 healthzPort: %d
 healthzBindAddress: 127.0.0.1
+port: %d
 podLogsDir: %s
 cgroupDriver: cgroupfs
 failSwapOn: false
-%s`, h.roPort, h.healthzPort, h.podLogsDir, extra)
+%s`, h.roPort, h.healthzPort, h.apiPort, h.podLogsDir, extra)
 	if err := os.WriteFile(h.configPath, []byte(config), 0o644); err != nil {
 		t.Fatalf("write heartlet config: %v", err)
 	}
@@ -111,6 +114,9 @@ func (h *heartlet) start() {
 		"--container-runtime-endpoint", criEndpoint,
 		"--hostname-override", nodeName,
 		"--v", "2",
+		// Standalone mode has no API server for webhook authentication
+		// and authorization of the kubelet API.
+		"--anonymous-auth=true", "--authentication-token-webhook=false", "--authorization-mode=AlwaysAllow",
 	)
 }
 

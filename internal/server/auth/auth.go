@@ -1,0 +1,226 @@
+// Package auth authenticates and authorizes requests to heartlet's kubelet
+// API (the HTTPS port) as the kubelet does: x509 client certificates,
+// bearer tokens checked with TokenReviews, anonymous requests when enabled;
+// AlwaysAllow or SubjectAccessReview authorization of node subresources.
+// The authenticators and authorizers are k8s.io/apiserver's.
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+// webhookRetryBackoff is the retry policy of TokenReviews and
+// SubjectAccessReviews; the values are those of the apiserver library's
+// DefaultAuthWebhookRetryBackoff, which the kubelet uses.
+func webhookRetryBackoff() *wait.Backoff {
+	return &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+}
+
+// Options configure Build.
+type Options struct {
+	// NodeName is the name authorization attributes carry.
+	NodeName string
+	// Authentication and Authorization are the KubeletConfiguration's.
+	Authentication kubeletv1beta1.KubeletAuthentication
+	Authorization  kubeletv1beta1.KubeletAuthorization
+	// TokenReviews and SubjectAccessReviews are the API server clients of
+	// the webhook modes; nil in standalone mode.
+	TokenReviews         authenticationclient.AuthenticationV1Interface
+	SubjectAccessReviews authorizationclient.AuthorizationV1Interface
+}
+
+// Auth is an authenticator, the node's attribute mapping and an
+// authorizer.
+type Auth struct {
+	Authenticator authenticator.Request
+	Authorizer    authorizer.Authorizer
+	NodeName      string
+	// ClientCA is the client CA file's content provider, nil without one.
+	ClientCA *dynamiccertificates.DynamicFileCAContent
+}
+
+// Build makes the authenticator and authorizer of a KubeletConfiguration.
+// Webhook modes without an API server client are errors naming the field.
+func Build(opts Options) (*Auth, error) {
+	a := &Auth{NodeName: opts.NodeName}
+	authn := opts.Authentication
+	cfg := authenticatorfactory.DelegatingAuthenticatorConfig{
+		Anonymous: &apiserverconfig.AnonymousAuthConfig{Enabled: authn.Anonymous.Enabled != nil && *authn.Anonymous.Enabled},
+		CacheTTL:  authn.Webhook.CacheTTL.Duration,
+	}
+	if f := authn.X509.ClientCAFile; f != "" {
+		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", f)
+		if err != nil {
+			return nil, fmt.Errorf("authentication.x509.clientCAFile %s: %w", f, err)
+		}
+		a.ClientCA = ca
+		cfg.ClientCertificateCAContentProvider = ca
+	}
+	if authn.Webhook.Enabled != nil && *authn.Webhook.Enabled {
+		if opts.TokenReviews == nil {
+			return nil, errors.New("authentication.webhook.enabled: webhook authentication needs an API server client (--kubeconfig)")
+		}
+		cfg.TokenAccessReviewClient = opts.TokenReviews
+		cfg.WebhookRetryBackoff = webhookRetryBackoff()
+	}
+	req, _, err := cfg.New()
+	if err != nil {
+		return nil, fmt.Errorf("authentication: %w", err)
+	}
+	a.Authenticator = req
+
+	switch mode := opts.Authorization.Mode; mode {
+	case kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow:
+		a.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
+	case kubeletv1beta1.KubeletAuthorizationModeWebhook:
+		if opts.SubjectAccessReviews == nil {
+			return nil, errors.New("authorization.mode: Webhook authorization needs an API server client (--kubeconfig)")
+		}
+		z, err := authorizerfactory.DelegatingAuthorizerConfig{
+			SubjectAccessReviewClient: opts.SubjectAccessReviews,
+			AllowCacheTTL:             opts.Authorization.Webhook.CacheAuthorizedTTL.Duration,
+			DenyCacheTTL:              opts.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
+			WebhookRetryBackoff:       webhookRetryBackoff(),
+		}.New()
+		if err != nil {
+			return nil, fmt.Errorf("authorization: %w", err)
+		}
+		a.Authorizer = z
+	default:
+		return nil, fmt.Errorf("authorization.mode: unsupported mode %q (AlwaysAllow or Webhook)", mode)
+	}
+	return a, nil
+}
+
+// Run reloads the client CA file on change until ctx is done.
+func (a *Auth) Run(ctx context.Context) {
+	if a.ClientCA != nil {
+		a.ClientCA.Run(ctx, 1)
+	}
+}
+
+// verbs maps HTTP methods to API verbs, as the kubelet does.
+var verbs = map[string]string{
+	http.MethodGet:    "get",
+	http.MethodPost:   "create",
+	http.MethodPut:    "update",
+	http.MethodPatch:  "patch",
+	http.MethodDelete: "delete",
+}
+
+// isSubpath reports whether p is path itself or below it.
+func isSubpath(p, path string) bool {
+	path = strings.TrimSuffix(path, "/")
+	return p == path || (strings.HasPrefix(p, path) && p[len(path)] == '/')
+}
+
+// Subresources returns the node subresources a request to path is
+// authorized against, in order; the request is allowed when any is.
+// The mapping is the kubelet's with fine-grained authorization (GA and
+// locked on since 1.36, pkg/kubelet/server/auth.go): /pods, /runningpods,
+// /healthz and /configz check their own subresource, then proxy; /stats,
+// /metrics, /logs, /checkpoint, /statusz and /flagz their own only;
+// everything else (containerLogs, exec, attach, portForward, run) proxy.
+func Subresources(path string) []string {
+	var subs []string
+	switch {
+	case isSubpath(path, "/pods"), isSubpath(path, "/runningpods"):
+		subs = append(subs, "pods")
+	case isSubpath(path, "/healthz"):
+		subs = append(subs, "healthz")
+	case isSubpath(path, "/configz"):
+		subs = append(subs, "configz")
+	}
+	switch {
+	case isSubpath(path, "/stats"):
+		subs = append(subs, "stats")
+	case isSubpath(path, "/metrics"):
+		subs = append(subs, "metrics")
+	case isSubpath(path, "/logs"):
+		subs = append(subs, "log")
+	case isSubpath(path, "/checkpoint"):
+		subs = append(subs, "checkpoint")
+	case isSubpath(path, "/statusz"):
+		subs = append(subs, "statusz")
+	case isSubpath(path, "/flagz"):
+		subs = append(subs, "configz")
+	default:
+		subs = append(subs, "proxy")
+	}
+	return subs
+}
+
+// Attributes are the authorization attributes of a request by u: resource
+// nodes, name the node, verb from the HTTP method, one record per
+// subresource of Subresources.
+func (a *Auth) Attributes(u user.Info, r *http.Request) []authorizer.Attributes {
+	var attrs []authorizer.Attributes
+	for _, sub := range Subresources(r.URL.Path) {
+		attrs = append(attrs, authorizer.AttributesRecord{
+			User:            u,
+			Verb:            verbs[r.Method],
+			APIVersion:      "v1",
+			Resource:        "nodes",
+			Subresource:     sub,
+			Name:            a.NodeName,
+			ResourceRequest: true,
+			Path:            r.URL.Path,
+		})
+	}
+	return attrs
+}
+
+// Filter authenticates and authorizes every request before next: 401
+// "Unauthorized" without valid credentials, 403 naming the user, verb,
+// resource and subresources when not allowed, 500 when the authorizer
+// fails, as the kubelet answers.
+func (a *Auth) Filter(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logger := klog.FromContext(r.Context())
+		resp, ok, err := a.Authenticator.AuthenticateRequest(r)
+		if err != nil {
+			logger.V(2).Info("Unable to authenticate the request", "err", err)
+		}
+		if err != nil || !ok {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		attrs := a.Attributes(resp.User, r)
+		var subs []string
+		for _, attr := range attrs {
+			subs = append(subs, attr.GetSubresource())
+			decision, _, err := a.Authorizer.Authorize(r.Context(), attr)
+			if err != nil {
+				logger.Error(err, "Authorization error", "user", resp.User.GetName(), "verb", attr.GetVerb(), "resource", attr.GetResource(), "subresource", attr.GetSubresource())
+				http.Error(w, fmt.Sprintf("Authorization error (user=%s, verb=%s, resource=%s, subresource=%s)",
+					resp.User.GetName(), attr.GetVerb(), attr.GetResource(), attr.GetSubresource()), http.StatusInternalServerError)
+				return
+			}
+			if decision == authorizer.DecisionAllow {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		logger.V(2).Info("Forbidden", "user", resp.User.GetName(), "verb", verbs[r.Method], "resource", "nodes", "subresources", subs)
+		http.Error(w, fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource(s)=%v)",
+			resp.User.GetName(), verbs[r.Method], subs), http.StatusForbidden)
+	})
+}

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"log"
+	"net/http"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// RunningPodLister returns the pods as the runtime sees them.
+type RunningPodLister func(ctx context.Context) ([]*v1.Pod, error)
+
+// KubeletAPIOptions configure the kubelet API server (the HTTPS port).
+type KubeletAPIOptions struct {
+	// Addr is address:port.
+	Addr string
+	// TLS is the serving configuration (NewTLSConfig); nil serves plain
+	// HTTP, for tests only.
+	TLS *tls.Config
+	// Auth wraps every handler with authentication and authorization
+	// (auth.Auth.Filter); nil lets every request through.
+	Auth func(http.Handler) http.Handler
+	// Pods are the pods heartlet manages, with their statuses (/pods).
+	Pods PodLister
+	// RunningPods are the pods with running containers (/runningpods/).
+	RunningPods RunningPodLister
+	// Config is the effective configuration served by /configz.
+	Config any
+	// Metrics serves /metrics; nil leaves it out.
+	Metrics http.Handler
+	// Checks are the /healthz checks.
+	Checks []HealthCheck
+	// Logs finds container log files (/containerLogs); nil leaves it out.
+	Logs LogLocator
+	// Clock is used by log following; nil is the real clock.
+	Clock clock.WithTicker
+}
+
+// NewKubeletAPI returns the kubelet API server: /healthz, /pods,
+// /runningpods/, /configz, /metrics and /containerLogs behind
+// authentication and authorization, over TLS.
+func NewKubeletAPI(o KubeletAPIOptions) *Server {
+	mux := http.NewServeMux()
+	installHealthz(mux, o.Checks)
+	mux.Handle("GET /pods", podsHandler(o.Pods))
+	mux.Handle("GET /runningpods/", runningPodsHandler(o.RunningPods))
+	mux.Handle("GET /configz", configzHandler(o.Config))
+	if o.Metrics != nil {
+		mux.Handle("GET /metrics", o.Metrics)
+	}
+	if o.Logs != nil {
+		clk := o.Clock
+		if clk == nil {
+			clk = clock.RealClock{}
+		}
+		h := &logsHandler{locate: o.Logs, clock: clk}
+		mux.Handle("/containerLogs/{namespace}/{pod}/{container}", h)
+	}
+	var handler http.Handler = mux
+	if o.Auth != nil {
+		handler = o.Auth(mux)
+	}
+	s := &Server{name: "kubelet API server", addr: o.Addr, handler: logRequests(handler, clock.RealClock{}), tls: o.TLS}
+	return s
+}
+
+// runningPodsHandler serves the runtime's pods as a v1 PodList.
+func runningPodsHandler(list RunningPodLister) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if list == nil {
+			http.NotFound(w, r)
+			return
+		}
+		pods, err := list(r.Context())
+		if err != nil {
+			klog.FromContext(r.Context()).Error(err, "Failed to list running pods")
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		podsHandler(func() []*v1.Pod { return pods }).ServeHTTP(w, r)
+	})
+}
+
+// configzHandler serves the configuration wrapped as the kubelet does:
+// {"kubeletconfig": {...}}.
+func configzHandler(cfg any) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, err := json.Marshal(map[string]any{"kubeletconfig": cfg})
+		if err != nil {
+			http.Error(w, "internal server error: encode configuration", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(data)
+	})
+}
+
+// serverErrorWriter sends net/http's own messages (TLS handshake errors
+// of clients) to the log at verbosity 4.
+type serverErrorWriter struct{ logger klog.Logger }
+
+func (w serverErrorWriter) Write(p []byte) (int, error) {
+	w.logger.V(4).Info("HTTP server error", "msg", strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func newServerErrorLog(logger klog.Logger) *log.Logger {
+	return log.New(serverErrorWriter{logger}, "", 0)
+}

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+	cliflag "k8s.io/component-base/cli/flag"
+)
+
+// TLSOptions are the serving settings of the kubelet API.
+type TLSOptions struct {
+	// CertFile and KeyFile are tlsCertFile and tlsPrivateKeyFile; when
+	// both are empty a self-signed certificate is made in CertDir.
+	CertFile, KeyFile string
+	// CertDir is --cert-dir.
+	CertDir string
+	// Hostname and IPs are the names of the self-signed certificate.
+	Hostname string
+	IPs      []net.IP
+	// CipherSuites and MinVersion are tlsCipherSuites and tlsMinVersion
+	// (Go names, as the kubelet accepts them).
+	CipherSuites []string
+	MinVersion   string
+	// ClientCAs are offered to clients as the acceptable issuers; the
+	// authenticator verifies client certificates itself.
+	ClientCAs *x509.CertPool
+}
+
+// SelfSignedPaths are the certificate and key the kubelet makes in its
+// certificate directory when it is given none: kubelet.crt, kubelet.key.
+func SelfSignedPaths(certDir string) (certFile, keyFile string) {
+	return filepath.Join(certDir, "kubelet.crt"), filepath.Join(certDir, "kubelet.key")
+}
+
+// EnsureServingCert returns the certificate and key files to serve with:
+// the given ones, or those in CertDir, made (self-signed, for the hostname
+// and IPs) when they cannot be read, as the kubelet does.
+func EnsureServingCert(o TLSOptions) (certFile, keyFile string, err error) {
+	if o.CertFile != "" || o.KeyFile != "" {
+		return o.CertFile, o.KeyFile, nil
+	}
+	if o.CertDir == "" {
+		return "", "", fmt.Errorf("no tlsCertFile/tlsPrivateKeyFile and no --cert-dir")
+	}
+	certFile, keyFile = SelfSignedPaths(o.CertDir)
+	if ok, _ := cert.CanReadCertAndKey(certFile, keyFile); ok {
+		return certFile, keyFile, nil
+	}
+	host := o.Hostname
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(host, o.IPs, nil)
+	if err != nil {
+		return "", "", fmt.Errorf("generate self-signed serving certificate: %w", err)
+	}
+	if err := cert.WriteCert(certFile, certPEM); err != nil {
+		return "", "", fmt.Errorf("write serving certificate (--cert-dir): %w", err)
+	}
+	if err := keyutil.WriteKey(keyFile, keyPEM); err != nil {
+		return "", "", fmt.Errorf("write serving key (--cert-dir): %w", err)
+	}
+	return certFile, keyFile, nil
+}
+
+// NewTLSConfig loads or makes the serving certificate and returns the TLS
+// configuration of the kubelet API: the configured cipher suites and
+// minimum version, and client certificates requested but not required
+// (requests without one may authenticate otherwise).
+func NewTLSConfig(o TLSOptions) (*tls.Config, error) {
+	suites, err := cliflag.TLSCipherSuites(o.CipherSuites)
+	if err != nil {
+		return nil, fmt.Errorf("tlsCipherSuites: %w", err)
+	}
+	minVersion, err := cliflag.TLSVersion(o.MinVersion)
+	if err != nil {
+		return nil, fmt.Errorf("tlsMinVersion: %w", err)
+	}
+	certFile, keyFile, err := EnsureServingCert(o)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tlsCertFile %s / tlsPrivateKeyFile %s: %w", certFile, keyFile, err)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		CipherSuites: suites,
+		MinVersion:   minVersion,
+		ClientAuth:   tls.RequestClientCert,
+		ClientCAs:    o.ClientCAs,
+		NextProtos:   []string{"h2", "http/1.1"},
+	}, nil
+}

@@ -1,0 +1,134 @@
+package server
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestNewTLSConfig(t *testing.T) {
+	tests := []struct {
+		name       string
+		suites     []string
+		minVersion string
+		wantMin    uint16
+		wantSuites []uint16
+		wantErr    string
+	}{
+		// An empty tlsMinVersion is TLS 1.2 (k8s.io/component-base/cli/flag
+		// TLSVersion).
+		{"defaults", nil, "", tls.VersionTLS12, nil, ""},
+		{"TLS 1.2 with suites", []string{"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"}, "VersionTLS12",
+			tls.VersionTLS12, []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384}, ""},
+		{"TLS 1.3", nil, "VersionTLS13", tls.VersionTLS13, nil, ""},
+		{"unknown suite", []string{"TLS_NOPE"}, "", 0, nil, "tlsCipherSuites"},
+		{"unknown version", nil, "VersionTLS99", 0, nil, "tlsMinVersion"},
+	}
+	dir := t.TempDir()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := NewTLSConfig(TLSOptions{CertDir: dir, Hostname: "node-a", CipherSuites: tt.suites, MinVersion: tt.minVersion})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewTLSConfig: %v, want an error naming %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.MinVersion != tt.wantMin || len(cfg.CipherSuites) != len(tt.wantSuites) {
+				t.Fatalf("MinVersion %x suites %v, want %x %v", cfg.MinVersion, cfg.CipherSuites, tt.wantMin, tt.wantSuites)
+			}
+			for i := range tt.wantSuites {
+				if cfg.CipherSuites[i] != tt.wantSuites[i] {
+					t.Errorf("suite %d = %x, want %x", i, cfg.CipherSuites[i], tt.wantSuites[i])
+				}
+			}
+			if cfg.ClientAuth != tls.RequestClientCert {
+				t.Errorf("ClientAuth = %v, want RequestClientCert (other authentication methods stay possible)", cfg.ClientAuth)
+			}
+		})
+	}
+}
+
+func TestSelfSignedCert(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	opts := TLSOptions{CertDir: dir, Hostname: "node-a", IPs: []net.IP{net.ParseIP("10.1.2.3")}}
+	certFile, keyFile, err := EnsureServingCert(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Upstream names: <cert-dir>/kubelet.crt and kubelet.key.
+	if certFile != filepath.Join(dir, "kubelet.crt") || keyFile != filepath.Join(dir, "kubelet.key") {
+		t.Errorf("files %s %s", certFile, keyFile)
+	}
+	data, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatal("no PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"node-a", "10.1.2.3"} {
+		if err := cert.VerifyHostname(name); err != nil {
+			t.Errorf("certificate does not name %s: %v", name, err)
+		}
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("key file %v mode %v, want private", err, fi.Mode())
+	}
+	// A second start reuses the files.
+	if _, _, err := EnsureServingCert(opts); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := os.ReadFile(certFile)
+	if !bytes.Equal(again, data) {
+		t.Error("the self-signed certificate was made again instead of reused")
+	}
+	// Given files are used as they are, not made.
+	if c, k, err := EnsureServingCert(TLSOptions{CertFile: "/a.crt", KeyFile: "/a.key", CertDir: dir}); err != nil || c != "/a.crt" || k != "/a.key" {
+		t.Errorf("given files: %s %s %v", c, k, err)
+	}
+	if _, err := NewTLSConfig(TLSOptions{CertFile: "/nonexistent.crt", KeyFile: "/nonexistent.key"}); err == nil || !strings.Contains(err.Error(), "tlsCertFile") {
+		t.Errorf("missing tlsCertFile: %v, want an error naming the field", err)
+	}
+}
+
+func TestTLSMinVersionEnforced(t *testing.T) {
+	cfg, err := NewTLSConfig(TLSOptions{CertDir: t.TempDir(), Hostname: "node-a", MinVersion: "VersionTLS13"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.TLS = cfg
+	srv.StartTLS()
+	defer srv.Close()
+	get := func(max uint16) error {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MaxVersion: max}}}
+		resp, err := c.Get(srv.URL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := get(tls.VersionTLS12); err == nil {
+		t.Error("a TLS 1.2 client was served with tlsMinVersion VersionTLS13")
+	}
+	if err := get(tls.VersionTLS13); err != nil {
+		t.Errorf("a TLS 1.3 client: %v", err)
+	}
+}

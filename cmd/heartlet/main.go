@@ -8,15 +8,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 
-	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/agent"
@@ -128,35 +125,22 @@ func (c *command) serve(ctx context.Context, args []string) int {
 	if !ok {
 		return code
 	}
-	if err := initLogging(opts); err != nil {
+	flushLogs, err := initLogging(opts, os.Stderr)
+	if err != nil {
 		fmt.Fprintf(c.stderr, "heartlet: %v\n", err)
 		return 1
 	}
+	defer flushLogs()
 	ctx, stop := c.signalContext(ctx)
 	defer stop()
 	klog.InfoS("Starting heartlet", "version", version.Version, "node", opts.NodeName, "config", opts.ConfigFile)
-	err := c.runAgent(ctx, opts)
+	err = c.runAgent(ctx, opts)
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 		fmt.Fprintf(c.stderr, "heartlet: %v\n", err)
 		return 1
 	}
 	klog.InfoS("Heartlet stopped")
 	return 0
-}
-
-// initLogging applies the configured verbosity to klog.
-func initLogging(opts *config.Options) error {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	klog.InitFlags(fs)
-	if err := fs.Set("v", strconv.Itoa(opts.Verbosity)); err != nil {
-		return fmt.Errorf("setting log verbosity: %w", err)
-	}
-	vmodule := logsapi.VModuleConfigurationPflag(&opts.Config.Logging.VModule).String()
-	if err := fs.Set("vmodule", vmodule); err != nil {
-		return fmt.Errorf("setting log vmodule %q: %w", vmodule, err)
-	}
-	return nil
 }
 
 // signalContext returns a context cancelled by the first SIGINT or SIGTERM;

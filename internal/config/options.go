@@ -46,7 +46,16 @@ type Options struct {
 	NodeName string
 	// Verbosity is --v (or logging.verbosity from the file).
 	Verbosity int
+	// LogFile is where heartlet's own log goes: --log-file, or
+	// <--log-dir>/heartlet.log; "" means standard error.
+	LogFile string
+	// LogFileMaxSizeMB is --log-file-max-size: the size in megabytes at
+	// which LogFile is rotated; 0 means never.
+	LogFileMaxSizeMB int
 }
+
+// DefaultLogFileMaxSizeMB is --log-file-max-size's default, klog's.
+const DefaultLogFileMaxSizeMB = 1800
 
 // Load parses heartlet's command line (args without the program name),
 // strictly decodes the --config file when one is given, applies the
@@ -63,7 +72,7 @@ func Load(args []string) (*Options, error) {
 // FlagUsages describes every flag Load accepts, one per line, with its
 // default.
 func FlagUsages() string {
-	fs, _ := newFlagSet(NewDefault(), &cmdline{rootDir: DefaultRootDir})
+	fs, _ := newFlagSet(NewDefault(), &cmdline{rootDir: DefaultRootDir, logFileMaxSize: DefaultLogFileMaxSizeMB})
 	return fs.FlagUsagesWrapped(100)
 }
 
@@ -87,6 +96,9 @@ type cmdline struct {
 	hostnameOverride string
 	nodeIP           string
 	nodeLabels       map[string]string
+	logFile          string
+	logDir           string
+	logFileMaxSize   int
 	help             bool
 	version          bool
 }
@@ -94,7 +106,7 @@ type cmdline struct {
 func load(args []string, e env) (*Options, error) {
 	// The first pass finds --config and the flag-only settings; flags bound
 	// to the configuration land in a throwaway copy.
-	cl := &cmdline{rootDir: DefaultRootDir}
+	cl := &cmdline{rootDir: DefaultRootDir, logFileMaxSize: DefaultLogFileMaxSizeMB}
 	fs, _ := newFlagSet(NewDefault(), cl)
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("command line: %w", err)
@@ -156,6 +168,21 @@ func load(args []string, e env) (*Options, error) {
 		HostnameOverride: cl.hostnameOverride,
 		NodeLabels:       cl.nodeLabels,
 		Verbosity:        int(kc.Logging.Verbosity),
+		LogFileMaxSizeMB: cl.logFileMaxSize,
+	}
+	switch logFile := cl.logFile; {
+	case logFile == "" && cl.logDir != "":
+		logFile = filepath.Join(cl.logDir, "heartlet.log")
+		fallthrough
+	case logFile != "":
+		p, err := e.abs(logFile)
+		if err != nil {
+			return nil, fmt.Errorf("resolving --log-file %q: %w", logFile, err)
+		}
+		opts.LogFile = p
+	}
+	if cl.logFileMaxSize < 0 {
+		problems = append(problems, &Problem{Flag: "--log-file-max-size", Field: field.Invalid(field.NewPath("logFileMaxSize"), cl.logFileMaxSize, "must be 0 (never rotate) or more")})
 	}
 	if fs.Changed("pod-manifest-path") && kc.StaticPodPath != "" {
 		p, err := e.abs(kc.StaticPodPath)
@@ -281,6 +308,11 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	cfg("v", "logging.verbosity")
 	fs.Var(logsapi.VModuleConfigurationPflag(&kc.Logging.VModule), "vmodule", "Per-file log verbosity, pattern=N,... (logging.vmodule).")
 	cfg("vmodule", "logging.vmodule")
+	fs.StringVar(&kc.Logging.Format, "logging-format", kc.Logging.Format, "Log format: text or json (logging.format).")
+	cfg("logging-format", "logging.format")
+	fs.StringVar(&cl.logFile, "log-file", cl.logFile, "Write heartlet's log to this file instead of standard error, rotated at --log-file-max-size.")
+	fs.StringVar(&cl.logDir, "log-dir", cl.logDir, "Write heartlet's log to heartlet.log in this directory (when --log-file is not given).")
+	fs.IntVar(&cl.logFileMaxSize, "log-file-max-size", cl.logFileMaxSize, "Size in megabytes at which the log file is rotated (heartlet.log.1 ... .5 are kept); 0 never rotates.")
 
 	fs.StringVar(&kc.StaticPodPath, "pod-manifest-path", kc.StaticPodPath, "Directory of static pod manifests, or one manifest file (staticPodPath).")
 	cfg("pod-manifest-path", "staticPodPath")

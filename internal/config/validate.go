@@ -149,8 +149,8 @@ func Validate(kc *kubeletv1beta1.KubeletConfiguration) field.ErrorList {
 		errs = append(errs, field.NotSupported(root("hairpinMode"), kc.HairpinMode, []string{kubeletv1beta1.HairpinNone, kubeletv1beta1.HairpinVeth, kubeletv1beta1.PromiscuousBridge}))
 	}
 	errs = append(errs, validateContainerLogs(kc)...)
-	if kc.Logging.Format != "" && kc.Logging.Format != "text" {
-		errs = append(errs, field.NotSupported(root("logging").Child("format"), kc.Logging.Format, []string{"text"}))
+	if kc.Logging.Format != "" && kc.Logging.Format != "text" && kc.Logging.Format != "json" {
+		errs = append(errs, field.NotSupported(root("logging").Child("format"), kc.Logging.Format, []string{"text", "json"}))
 	}
 	if f := kc.MemoryThrottlingFactor; f != nil && (*f <= 0 || *f > 1 || math.IsNaN(*f)) {
 		errs = append(errs, field.Invalid(root("memoryThrottlingFactor"), *f, "must be greater than 0 and at most 1"))

@@ -107,7 +107,7 @@ func TestValidate(t *testing.T) {
 		{"containerLogMaxFiles", func(c *kc) { c.ContainerLogMaxFiles = ptr.To[int32](1) }, []string{"containerLogMaxFiles"}},
 		{"containerLogMaxWorkers", func(c *kc) { c.ContainerLogMaxWorkers = ptr.To[int32](0) }, []string{"containerLogMaxWorkers"}},
 		{"containerLogMaxSize", func(c *kc) { c.ContainerLogMaxSize = "big" }, []string{"containerLogMaxSize"}},
-		{"logging format", func(c *kc) { c.Logging.Format = "json" }, []string{"logging.format"}},
+		{"logging format", func(c *kc) { c.Logging.Format = "xml" }, []string{"logging.format"}},
 		{"memoryThrottlingFactor", func(c *kc) { c.MemoryThrottlingFactor = ptr.To(1.5) }, []string{"memoryThrottlingFactor"}},
 		{"taints", func(c *kc) {
 			c.RegisterWithTaints = []v1.Taint{

@@ -252,6 +252,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return src.Run(ctx) })
 	}
 	g.Go(func() error { return vols.Run(ctx) })
+	g.Go(func() error { return newLogRotation(cfg, rt, a.clock).Run(ctx) })
 	var mirrors *mirror.Manager
 	if cl != nil {
 		sources = append(sources, apiserver.SourceName)

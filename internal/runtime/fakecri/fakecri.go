@@ -108,6 +108,7 @@ type Server struct {
 	networkReady bool
 	exec         ExecFunc
 	stopped      []string // container IDs in StopContainer call order
+	reopened     []string // container IDs in ReopenContainerLog call order
 }
 
 type sandbox struct {

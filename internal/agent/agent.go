@@ -131,15 +131,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
 		servers = append(servers, server.NewHealthz(addr, checks...))
 	}
+	probeMetrics := promhttp.HandlerFor(metrics.ProbesRegistry, promhttp.HandlerOpts{})
 	if cfg.ReadOnlyPort > 0 {
 		addr := net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.ReadOnlyPort)))
 		mh := promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})
 		ro := server.NewReadOnly(addr, statuses.Pods, mh, checks...)
-		ro.Handle("GET /metrics/probes", promhttp.HandlerFor(metrics.ProbesRegistry, promhttp.HandlerOpts{}))
+		ro.Handle("GET /metrics/probes", probeMetrics)
 		servers = append(servers, ro)
 	}
 	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, pods: statuses.Pods, checks: checks, hostname: hostname, nodeIPs: nodeIPs,
-		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})}
+		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics}
 	if cl != nil {
 		apiDeps.kube = cl.Kube
 	}

@@ -33,6 +33,7 @@ type kubeletAPIDeps struct {
 	rt       podStatusGetter
 	pods     server.PodLister
 	metrics  http.Handler
+	probes   http.Handler // /metrics/probes
 	checks   []server.HealthCheck
 	hostname string
 	nodeIPs  []string
@@ -85,15 +86,16 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 		return nil, nil, fmt.Errorf("kubelet API server: %w", err)
 	}
 	s := server.NewKubeletAPI(server.KubeletAPIOptions{
-		Addr:        net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.Port))),
-		TLS:         tlsCfg,
-		Auth:        a.Filter,
-		Pods:        d.pods,
-		RunningPods: func(ctx context.Context) ([]*v1.Pod, error) { return runningPods(ctx, d.rt) },
-		Config:      cfg,
-		Metrics:     d.metrics,
-		Checks:      d.checks,
-		Logs:        logLocator(d.rt, d.pods, cfg.PodLogsDir),
+		Addr:         net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.Port))),
+		TLS:          tlsCfg,
+		Auth:         a.Filter,
+		Pods:         d.pods,
+		RunningPods:  func(ctx context.Context) ([]*v1.Pod, error) { return runningPods(ctx, d.rt) },
+		Config:       cfg,
+		Metrics:      d.metrics,
+		ProbeMetrics: d.probes,
+		Checks:       d.checks,
+		Logs:         logLocator(d.rt, d.pods, cfg.PodLogsDir),
 	})
 	return s, a, nil
 }

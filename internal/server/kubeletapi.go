@@ -34,6 +34,8 @@ type KubeletAPIOptions struct {
 	Config any
 	// Metrics serves /metrics; nil leaves it out.
 	Metrics http.Handler
+	// ProbeMetrics serves /metrics/probes; nil leaves it out.
+	ProbeMetrics http.Handler
 	// Checks are the /healthz checks.
 	Checks []HealthCheck
 	// Logs finds container log files (/containerLogs); nil leaves it out.
@@ -53,6 +55,9 @@ func NewKubeletAPI(o KubeletAPIOptions) *Server {
 	mux.Handle("GET /configz", configzHandler(o.Config))
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
+	}
+	if o.ProbeMetrics != nil {
+		mux.Handle("GET /metrics/probes", o.ProbeMetrics)
 	}
 	if o.Logs != nil {
 		clk := o.Clock

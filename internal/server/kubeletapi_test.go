@@ -52,10 +52,11 @@ func TestKubeletAPIHandlers(t *testing.T) {
 		RunningPods: func(context.Context) ([]*v1.Pod, error) {
 			return []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "running"}}}, nil
 		},
-		Config:  map[string]any{"port": 10250},
-		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metric 1\n") }),
-		Logs:    locate,
-		Clock:   testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC)),
+		Config:       map[string]any{"port": 10250},
+		Metrics:      http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metric 1\n") }),
+		ProbeMetrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "probe 1\n") }),
+		Logs:         locate,
+		Clock:        testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC)),
 	})
 	tests := []struct {
 		method, path string
@@ -69,6 +70,7 @@ func TestKubeletAPIHandlers(t *testing.T) {
 		// (pkg/kubelet/kubelet.go: configz.New("kubeletconfig")).
 		{"GET", "/configz", 200, `{"kubeletconfig":{"port":10250}}`},
 		{"GET", "/metrics", 200, "metric 1"},
+		{"GET", "/metrics/probes", 200, "probe 1"},
 		{"GET", "/containerLogs/ns/web/main", 200, "hello\nworld\n"},
 		{"GET", "/containerLogs/ns/web/main?tailLines=1&timestamps=true", 200, "2026-01-02T03:04:01Z world\n"},
 		{"GET", "/containerLogs/ns/web/main?tailLines=-1", 400, "Invalid request"},

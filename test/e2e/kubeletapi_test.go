@@ -31,9 +31,10 @@ import (
 )
 
 // kubeletAPIRBAC are the ServiceAccounts and RBAC objects of the
-// authorization matrix: kapi-none has no rights, kapi-reader may use
-// nodes/proxy, nodes/metrics and nodes/stats, kapi-metrics nodes/metrics
-// only. Applied idempotently and deleted at the end.
+// authorization matrix: kapi-none has no rights, kapi-reader may get and
+// create nodes/proxy, nodes/metrics, nodes/stats and nodes/log,
+// kapi-metrics may only get nodes/metrics. Applied idempotently and
+// deleted at the end.
 const kubeletAPIRBAC = `apiVersion: v1
 kind: ServiceAccount
 metadata: {name: kapi-none, namespace: default}
@@ -51,8 +52,8 @@ kind: ClusterRole
 metadata: {name: heartlet-e2e-kapi-reader}
 rules:
 - apiGroups: [""]
-  resources: [nodes/proxy, nodes/metrics, nodes/stats]
-  verbs: [get]
+  resources: [nodes/proxy, nodes/metrics, nodes/stats, nodes/log]
+  verbs: [get, create]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -245,55 +246,43 @@ func testKubeletAPIAuth(t *testing.T, h *heartlet, node *v1.Node) {
 
 	wrongCA := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		InsecureSkipVerify: true, Certificates: []tls.Certificate{foreignClientCert(t)}}}}
-
-	type req struct {
-		name   string
-		client *http.Client
-		token  string
-		path   string
-		want   int
-		body   string // substring of the body
-	}
 	none, reader, metricsOnly := token("kapi-none"), token("kapi-reader"), token("kapi-metrics")
-	logsPath := "/containerLogs/default/kapi-logs/main?tailLines=1"
-	// Messages as upstream pkg/kubelet/server/server.go InstallAuthFilter.
-	reqs := []req{
-		{"no credentials", plain, "", "/pods", http.StatusUnauthorized, "Unauthorized"},
-		{"client cert of a foreign CA", wrongCA, "", "/pods", http.StatusUnauthorized, "Unauthorized"},
-		{"bad token", plain, "not-a-token", "/pods", http.StatusUnauthorized, "Unauthorized"},
-		{"SA without RBAC /pods", plain, none, "/pods", http.StatusForbidden,
-			"Forbidden (user=system:serviceaccount:default:kapi-none, verb=get, resource=nodes, subresource(s)=[pods proxy])"},
-		{"SA without RBAC logs", plain, none, logsPath, http.StatusForbidden, "subresource(s)=[proxy]"},
-		{"SA without RBAC metrics", plain, none, "/metrics", http.StatusForbidden, "subresource(s)=[metrics]"},
-		{"reader /pods", plain, reader, "/pods", http.StatusOK, `"kapi-logs"`},
-		{"reader /runningpods/", plain, reader, "/runningpods/", http.StatusOK, `"kapi-logs"`},
-		{"reader /metrics", plain, reader, "/metrics", http.StatusOK, "kubelet_"},
-		{"reader /configz", plain, reader, "/configz", http.StatusOK, `{"kubeletconfig":`},
-		{"reader /healthz", plain, reader, "/healthz", http.StatusOK, "ok"},
-		{"reader logs", plain, reader, logsPath, http.StatusOK, "line-"},
-		{"reader unknown pod", plain, reader, "/containerLogs/default/nope/main", http.StatusNotFound, `pod "nope" does not exist`},
-		{"metrics-only /metrics", plain, metricsOnly, "/metrics", http.StatusOK, "kubelet_"},
-		{"metrics-only /pods", plain, metricsOnly, "/pods", http.StatusForbidden, "subresource(s)=[pods proxy]"},
-	}
-	for _, r := range reqs {
-		t.Run(r.name, func(t *testing.T) {
-			hr, err := http.NewRequest(http.MethodGet, base+r.path, nil)
-			if err != nil {
-				t.Fatal(err)
+
+	// Every endpoint, with each identity: no credentials, a client
+	// certificate of a foreign CA and a bad token are 401; a ServiceAccount
+	// without RBAC is 403 naming the subresources checked (messages as
+	// upstream's auth filter); an authorized one gets the endpoint's answer.
+	for _, ep := range kubeletAPIEndpoints {
+		t.Run(ep.method+" "+ep.path, func(t *testing.T) {
+			cases := []struct {
+				who    string
+				client *http.Client
+				token  string
+				want   int
+				body   string
+			}{
+				{"no credentials", plain, "", http.StatusUnauthorized, "Unauthorized"},
+				{"client cert of a foreign CA", wrongCA, "", http.StatusUnauthorized, "Unauthorized"},
+				{"bad token", plain, "not-a-token", http.StatusUnauthorized, "Unauthorized"},
+				{"SA without RBAC", plain, none, http.StatusForbidden, fmt.Sprintf(
+					"Forbidden (user=system:serviceaccount:default:kapi-none, verb=%s, resource=nodes, subresource(s)=%v)", ep.verb, ep.subresources)},
+				{"authorized SA", plain, reader, ep.want, ep.body},
 			}
-			if r.token != "" {
-				hr.Header.Set("Authorization", "Bearer "+r.token)
-			}
-			resp, err := r.client.Do(hr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			if resp.StatusCode != r.want || !strings.Contains(string(body), r.body) {
-				t.Errorf("GET %s = %d %.300q, want %d containing %q", r.path, resp.StatusCode, body, r.want, r.body)
+			for _, c := range cases {
+				code, body := kubeletAPIRequest(t, c.client, c.token, ep.method, base+ep.path)
+				if code != c.want || !strings.Contains(body, c.body) {
+					t.Errorf("%s: %s %s = %d %.300q, want %d containing %q", c.who, ep.method, ep.path, code, body, c.want, c.body)
+				}
 			}
 		})
+	}
+
+	// Finer RBAC: nodes/metrics alone opens /metrics but not /pods.
+	if code, body := kubeletAPIRequest(t, plain, metricsOnly, http.MethodGet, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "kubelet_") {
+		t.Errorf("metrics-only /metrics = %d %.200q, want 200 with kubelet_ metrics", code, body)
+	}
+	if code, body := kubeletAPIRequest(t, plain, metricsOnly, http.MethodGet, base+"/pods"); code != http.StatusForbidden || !strings.Contains(body, "subresource(s)=[pods proxy]") {
+		t.Errorf("metrics-only /pods = %d %.200q, want 403 for [pods proxy]", code, body)
 	}
 
 	// The API server's own identity (kubectl get --raw through nodes/proxy).
@@ -382,4 +371,48 @@ func TestKubeletAPIStandalone(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(h.rootDir, "pki", "kubelet.key")); err != nil {
 		t.Errorf("self-signed key: %v", err)
 	}
+}
+
+// kubeletAPIEndpoint is one endpoint of the authorization matrix: the
+// verb and subresources upstream's filter checks, and what an authorized
+// caller gets.
+type kubeletAPIEndpoint struct {
+	method, path string
+	verb         string
+	subresources []string
+	want         int
+	body         string // substring of an authorized caller's answer
+}
+
+// kubeletAPIEndpoints are the kubelet API's endpoints; the pod kapi-logs
+// (container main) runs while they are checked.
+var kubeletAPIEndpoints = []kubeletAPIEndpoint{
+	{"GET", "/healthz", "get", []string{"healthz", "proxy"}, http.StatusOK, "ok"},
+	{"GET", "/pods", "get", []string{"pods", "proxy"}, http.StatusOK, `"kapi-logs"`},
+	{"GET", "/runningpods/", "get", []string{"pods", "proxy"}, http.StatusOK, `"kapi-logs"`},
+	{"GET", "/configz", "get", []string{"configz", "proxy"}, http.StatusOK, `{"kubeletconfig":`},
+	{"GET", "/metrics", "get", []string{"metrics"}, http.StatusOK, "kubelet_"},
+	{"GET", "/metrics/probes", "get", []string{"metrics"}, http.StatusOK, "process_start_time_seconds"},
+	{"GET", "/containerLogs/default/kapi-logs/main?tailLines=1", "get", []string{"proxy"}, http.StatusOK, "line-"},
+	{"GET", "/containerLogs/default/nope/main", "get", []string{"proxy"}, http.StatusNotFound, `pod "nope" does not exist`},
+}
+
+// kubeletAPIRequest sends one request, with a bearer token unless token
+// is empty, and returns the status code and (the start of) the body.
+func kubeletAPIRequest(t *testing.T, c *http.Client, token, method, url string) (int, string) {
+	t.Helper()
+	hr, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		hr.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(hr)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(body)
 }

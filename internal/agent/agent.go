@@ -139,7 +139,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		ro.Handle("GET /metrics/probes", probeMetrics)
 		servers = append(servers, ro)
 	}
-	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, pods: statuses.Pods, checks: checks, hostname: hostname, nodeIPs: nodeIPs,
+	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, streams: rt, pods: statuses.Pods, checks: checks, hostname: hostname, nodeIPs: nodeIPs,
 		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics}
 	if cl != nil {
 		apiDeps.kube = cl.Kube

@@ -31,6 +31,7 @@ type kubeletAPIDeps struct {
 	opts     *config.Options
 	kube     kubernetes.Interface // nil in standalone mode
 	rt       podStatusGetter
+	streams  streamingRuntime // nil leaves out exec, attach, portForward and run
 	pods     server.PodLister
 	metrics  http.Handler
 	probes   http.Handler // /metrics/probes
@@ -85,6 +86,10 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubelet API server: %w", err)
 	}
+	var streaming server.Streamer
+	if d.streams != nil {
+		streaming = &streamer{rt: d.streams, pods: d.pods}
+	}
 	s := server.NewKubeletAPI(server.KubeletAPIOptions{
 		Addr:         net.JoinHostPort(cfg.Address, strconv.Itoa(int(cfg.Port))),
 		TLS:          tlsCfg,
@@ -96,6 +101,7 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 		ProbeMetrics: d.probes,
 		Checks:       d.checks,
 		Logs:         logLocator(d.rt, d.pods, cfg.PodLogsDir),
+		Streaming:    streaming,
 	})
 	return s, a, nil
 }
@@ -193,20 +199,5 @@ func logLocator(rt podStatusGetter, pods server.PodLister, podLogsDir string) se
 }
 
 func hasContainer(pod *v1.Pod, name string) bool {
-	for _, c := range pod.Spec.Containers {
-		if c.Name == name {
-			return true
-		}
-	}
-	for _, c := range pod.Spec.InitContainers {
-		if c.Name == name {
-			return true
-		}
-	}
-	for _, c := range pod.Spec.EphemeralContainers {
-		if c.Name == name {
-			return true
-		}
-	}
-	return false
+	return containerSpec(pod, name) != nil
 }

@@ -40,12 +40,16 @@ type KubeletAPIOptions struct {
 	Checks []HealthCheck
 	// Logs finds container log files (/containerLogs); nil leaves it out.
 	Logs LogLocator
+	// Streaming prepares exec, attach, port-forward and run sessions
+	// (/exec, /attach, /portForward, /run); nil leaves them out.
+	Streaming Streamer
 	// Clock is used by log following; nil is the real clock.
 	Clock clock.WithTicker
 }
 
 // NewKubeletAPI returns the kubelet API server: /healthz, /pods,
-// /runningpods/, /configz, /metrics and /containerLogs behind
+// /runningpods/, /configz, /metrics, /containerLogs and the streaming
+// endpoints (/exec, /attach, /portForward, /run) behind
 // authentication and authorization, over TLS.
 func NewKubeletAPI(o KubeletAPIOptions) *Server {
 	mux := http.NewServeMux()
@@ -66,6 +70,9 @@ func NewKubeletAPI(o KubeletAPIOptions) *Server {
 		}
 		h := &logsHandler{locate: o.Logs, clock: clk}
 		mux.Handle("/containerLogs/{namespace}/{pod}/{container}", h)
+	}
+	if o.Streaming != nil {
+		installStreaming(mux, o.Streaming)
 	}
 	var handler http.Handler = mux
 	if o.Auth != nil {

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -207,6 +208,21 @@ func (r *statusRecorder) WriteHeader(code int) {
 		r.status, r.wroteHeader = code, true
 	}
 	r.ResponseWriter.WriteHeader(code)
+}
+
+// Hijack hands the connection over for upgraded (streaming) requests,
+// which the proxies of the streaming endpoints need; the status is 101.
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(r.ResponseWriter).Hijack()
+	if err == nil && !r.wroteHeader {
+		r.status, r.wroteHeader = http.StatusSwitchingProtocols, true
+	}
+	return conn, rw, err
+}
+
+// Flush sends buffered data to the client.
+func (r *statusRecorder) Flush() {
+	_ = http.NewResponseController(r.ResponseWriter).Flush()
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.

@@ -109,6 +109,8 @@ type Server struct {
 	exec         ExecFunc
 	stopped      []string // container IDs in StopContainer call order
 	reopened     []string // container IDs in ReopenContainerLog call order
+	streamBase   string   // base URL of the streaming URLs handed out
+	streams      []StreamRequest
 }
 
 type sandbox struct {
@@ -163,6 +165,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		auth:         map[string]*runtimeapi.AuthConfig{},
 		runtimeReady: true,
 		networkReady: true,
+		streamBase:   DefaultStreamBase,
 	}
 	for _, o := range opts {
 		o(s)

@@ -95,8 +95,8 @@ func TestVersionAndUnimplemented(t *testing.T) {
 	if v.GetRuntimeName() != RuntimeName || v.GetRuntimeApiVersion() != "v1" || v.GetRuntimeVersion() == "" || v.GetVersion() == "" {
 		t.Errorf("Version = %+v", v)
 	}
-	if _, err := c.rt.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: "x"}); status.Code(err) != codes.Unimplemented {
-		t.Errorf("Attach = %v, want Unimplemented", err)
+	if _, err := c.rt.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{ContainerId: "x"}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("CheckpointContainer = %v, want Unimplemented", err)
 	}
 	if fs, err := c.im.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{}); err != nil || len(fs.GetImageFilesystems()) != 1 {
 		t.Errorf("ImageFsInfo = %v, %v; want one filesystem", fs, err)

@@ -395,6 +395,12 @@ var kubeletAPIEndpoints = []kubeletAPIEndpoint{
 	{"GET", "/metrics/probes", "get", []string{"metrics"}, http.StatusOK, "process_start_time_seconds"},
 	{"GET", "/containerLogs/default/kapi-logs/main?tailLines=1", "get", []string{"proxy"}, http.StatusOK, "line-"},
 	{"GET", "/containerLogs/default/nope/main", "get", []string{"proxy"}, http.StatusNotFound, `pod "nope" does not exist`},
+	// The streaming endpoints want an upgraded connection (the streaming
+	// tests use them for real); POST is verb create.
+	{"POST", "/exec/default/kapi-logs/main?command=true&output=1", "create", []string{"proxy"}, http.StatusBadRequest, "Upgrade request required"},
+	{"GET", "/attach/default/kapi-logs/main?output=1", "get", []string{"proxy"}, http.StatusBadRequest, "Upgrade request required"},
+	{"GET", "/portForward/default/kapi-logs", "get", []string{"proxy"}, http.StatusBadRequest, "Upgrade request required"},
+	{"POST", "/run/default/kapi-logs/main?cmd=echo+ran-by-run", "create", []string{"proxy"}, http.StatusOK, "ran-by-run"},
 }
 
 // kubeletAPIRequest sends one request, with a bearer token unless token

@@ -94,6 +94,7 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 		Metrics:     d.metrics,
 		Checks:      d.checks,
 		Logs:        logLocator(d.rt, d.pods, cfg.PodLogsDir),
+		Debug:       debugOptions(cfg),
 	})
 	return s, a, nil
 }

@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/metrics"
 )
 
 // RunningPodLister returns the pods as the runtime sees them.
@@ -40,6 +42,8 @@ type KubeletAPIOptions struct {
 	Logs LogLocator
 	// Clock is used by log following; nil is the real clock.
 	Clock clock.WithTicker
+	// Debug configures /logs/, /debug/pprof/ and /debug/flags/v.
+	Debug DebugOptions
 }
 
 // NewKubeletAPI returns the kubelet API server: /healthz, /pods,
@@ -62,10 +66,12 @@ func NewKubeletAPI(o KubeletAPIOptions) *Server {
 		h := &logsHandler{locate: o.Logs, clock: clk}
 		mux.Handle("/containerLogs/{namespace}/{pod}/{container}", h)
 	}
+	installDebug(mux, o.Debug)
 	var handler http.Handler = mux
 	if o.Auth != nil {
 		handler = o.Auth(mux)
 	}
+	handler = instrument(handler, metrics.ServerTypeReadWrite, clock.RealClock{})
 	s := &Server{name: "kubelet API server", addr: o.Addr, handler: logRequests(handler, clock.RealClock{}), tls: o.TLS}
 	return s
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"time"
 
@@ -126,6 +127,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	metrics.SetNodeName(a.opts.NodeName)
 	startup := podstartup.New(a.clock)
 
+	if debugOptions(cfg).ContentionProfiling() {
+		goruntime.SetBlockProfileRate(1)
+	}
 	logCheck := healthz.NewLog(a.clock)
 	syncLoop := healthz.NewSyncLoop(a.clock, cfg.SyncFrequency.Duration)
 	checks := []server.HealthCheck{

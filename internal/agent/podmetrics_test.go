@@ -7,12 +7,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
-	"k8s.io/utils/ptr"
 
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podworker"
-	"github.com/heartlet/heartlet/internal/server"
 )
 
 func testPod(uid string, static bool) *v1.Pod {
@@ -61,33 +58,5 @@ func TestPodCounts(t *testing.T) {
 	k.counts(nil, nil, nil, 0)
 	if len(k.static) != 0 || len(k.runtimeOnly) != 0 {
 		t.Errorf("kinds kept after the workers forgot the pods: %+v", k)
-	}
-}
-
-func TestDebugOptions(t *testing.T) {
-	tests := []struct {
-		name string
-		cfg  kubeletv1beta1.KubeletConfiguration
-		want server.DebugOptions
-	}{
-		{"unset: on", kubeletv1beta1.KubeletConfiguration{}, server.DebugOptions{
-			EnableDebuggingHandlers: true, EnableSystemLogHandler: true, LogDir: "/var/log",
-			EnableProfilingHandler: true, EnableDebugFlagsHandler: true,
-		}},
-		{"all off", kubeletv1beta1.KubeletConfiguration{
-			EnableDebuggingHandlers: ptr.To(false), EnableSystemLogHandler: ptr.To(false),
-			EnableProfilingHandler: ptr.To(false), EnableDebugFlagsHandler: ptr.To(false),
-		}, server.DebugOptions{LogDir: "/var/log"}},
-		{"contention profiling", kubeletv1beta1.KubeletConfiguration{
-			EnableDebuggingHandlers: ptr.To(true), EnableSystemLogHandler: ptr.To(false), EnableContentionProfiling: true,
-		}, server.DebugOptions{
-			EnableDebuggingHandlers: true, LogDir: "/var/log", EnableProfilingHandler: true,
-			EnableContentionProfiling: true, EnableDebugFlagsHandler: true,
-		}},
-	}
-	for _, tt := range tests {
-		if got := debugOptions(&tt.cfg); got != tt.want {
-			t.Errorf("%s: debugOptions = %+v, want %+v", tt.name, got, tt.want)
-		}
 	}
 }

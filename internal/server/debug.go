@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -30,7 +29,8 @@ type DebugOptions struct {
 	LogDir string
 	// EnableProfilingHandler serves Go's profiles under /debug/pprof/.
 	EnableProfilingHandler bool
-	// EnableContentionProfiling turns on block profiling (with profiling).
+	// EnableContentionProfiling asks for block profiles (with profiling);
+	// the caller sets the process's block profile rate (ContentionProfiling).
 	EnableContentionProfiling bool
 	// EnableDebugFlagsHandler serves PUT /debug/flags/v, which sets the
 	// log verbosity.
@@ -57,9 +57,6 @@ func installDebug(mux *http.ServeMux, o DebugOptions) {
 	}
 	if o.EnableProfilingHandler {
 		mux.HandleFunc("GET /debug/pprof/", profile)
-		if o.EnableContentionProfiling {
-			runtime.SetBlockProfileRate(1)
-		}
 	} else {
 		mux.Handle("/debug/pprof/", disabled("profiling endpoint is disabled."))
 	}
@@ -68,6 +65,12 @@ func installDebug(mux *http.ServeMux, o DebugOptions) {
 	} else {
 		mux.Handle("/debug/flags/v", disabled("flags endpoint is disabled."))
 	}
+}
+
+// ContentionProfiling reports whether o asks for block profiles: the
+// profiles are served and contention profiling is on.
+func (o DebugOptions) ContentionProfiling() bool {
+	return o.EnableDebuggingHandlers && o.EnableProfilingHandler && o.EnableContentionProfiling
 }
 
 // disabled answers 405 with msg, as upstream does for endpoints turned off.

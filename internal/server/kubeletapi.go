@@ -47,8 +47,8 @@ type KubeletAPIOptions struct {
 }
 
 // NewKubeletAPI returns the kubelet API server: /healthz, /pods,
-// /runningpods/, /configz, /metrics and /containerLogs behind
-// authentication and authorization, over TLS.
+// /runningpods/, /configz, /metrics, /containerLogs and the debugging
+// endpoints (debug.go) behind authentication and authorization, over TLS.
 func NewKubeletAPI(o KubeletAPIOptions) *Server {
 	mux := http.NewServeMux()
 	installHealthz(mux, o.Checks)

@@ -41,7 +41,7 @@ type DebugOptions struct {
 // as o asks, or the handlers that say they are disabled.
 func installDebug(mux *http.ServeMux, o DebugOptions) {
 	if !o.EnableDebuggingHandlers {
-		h := disabled("Debug endpoints are disabled.")
+		h := disabled(debugDisabled)
 		mux.Handle("/logs/", h)
 		mux.Handle("/debug/pprof/", h)
 		return
@@ -72,6 +72,20 @@ func installDebug(mux *http.ServeMux, o DebugOptions) {
 func (o DebugOptions) ContentionProfiling() bool {
 	return o.EnableDebuggingHandlers && o.EnableProfilingHandler && o.EnableContentionProfiling
 }
+
+// debugOnly serves h unless o turns the debugging handlers off; then it
+// answers 405 "Debug endpoints are disabled.", as upstream does for
+// /runningpods/ and /containerLogs (and /exec, /attach, /portForward,
+// /run).
+func debugOnly(o *DebugOptions, h http.Handler) http.Handler {
+	if o == nil || o.EnableDebuggingHandlers {
+		return h
+	}
+	return disabled(debugDisabled)
+}
+
+// debugDisabled is upstream's answer when enableDebuggingHandlers is off.
+const debugDisabled = "Debug endpoints are disabled."
 
 // disabled answers 405 with msg, as upstream does for endpoints turned off.
 func disabled(msg string) http.Handler {

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,13 +13,21 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )
 
 // debugServer is a kubelet API handler with the debugging endpoints as o
 // configures them and every request let through.
 func debugServer(o DebugOptions) http.Handler {
-	return NewKubeletAPI(KubeletAPIOptions{Addr: "127.0.0.1:0", Debug: o}).Handler()
+	return NewKubeletAPI(KubeletAPIOptions{
+		Addr:        "127.0.0.1:0",
+		Debug:       &o,
+		RunningPods: func(context.Context) ([]*v1.Pod, error) { return nil, nil },
+		Logs: func(context.Context, string, string, string, bool) (LogFile, error) {
+			return LogFile{}, fmt.Errorf("no such pod: %w", ErrNotFound)
+		},
+	}).Handler()
 }
 
 func serve(h http.Handler, method, target string, body io.Reader) (int, string) {
@@ -130,6 +140,8 @@ func TestDebugDisabled(t *testing.T) {
 	}{
 		{"debugging off: logs", DebugOptions{EnableSystemLogHandler: true, EnableProfilingHandler: true}, "/logs/", "Debug endpoints are disabled."},
 		{"debugging off: pprof", DebugOptions{EnableSystemLogHandler: true, EnableProfilingHandler: true}, "/debug/pprof/", "Debug endpoints are disabled."},
+		{"debugging off: runningpods", DebugOptions{}, "/runningpods/", "Debug endpoints are disabled."},
+		{"debugging off: containerLogs", DebugOptions{}, "/containerLogs/ns/pod/c", "Debug endpoints are disabled."},
 		{"system logs off", DebugOptions{EnableDebuggingHandlers: true}, "/logs/syslog", "logs endpoint is disabled."},
 		{"profiling off", DebugOptions{EnableDebuggingHandlers: true}, "/debug/pprof/heap", "profiling endpoint is disabled."},
 		{"flags off", DebugOptions{EnableDebuggingHandlers: true}, "/debug/flags/v", "flags endpoint is disabled."},
@@ -162,6 +174,13 @@ func TestProfiling(t *testing.T) {
 	}
 	if code, _ := serve(h, http.MethodPost, "/debug/pprof/heap", nil); code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /debug/pprof/heap = %d, want 405", code)
+	}
+	// With debugging on, the other debugging paths are served as usual.
+	if code, body := serve(h, http.MethodGet, "/runningpods/", nil); code != http.StatusOK {
+		t.Errorf("GET /runningpods/ = %d %q, want 200", code, body)
+	}
+	if code, body := serve(h, http.MethodGet, "/containerLogs/ns/pod/c", nil); code != http.StatusNotFound {
+		t.Errorf("GET /containerLogs/ns/pod/c = %d %q, want 404 from the locator", code, body)
 	}
 }
 

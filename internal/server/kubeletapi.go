@@ -42,8 +42,10 @@ type KubeletAPIOptions struct {
 	Logs LogLocator
 	// Clock is used by log following; nil is the real clock.
 	Clock clock.WithTicker
-	// Debug configures /logs/, /debug/pprof/ and /debug/flags/v.
-	Debug DebugOptions
+	// Debug configures /logs/, /debug/pprof/ and /debug/flags/v, and
+	// whether /runningpods/ and /containerLogs are served; nil installs no
+	// debugging endpoint and serves those two.
+	Debug *DebugOptions
 }
 
 // NewKubeletAPI returns the kubelet API server: /healthz, /pods,
@@ -53,7 +55,7 @@ func NewKubeletAPI(o KubeletAPIOptions) *Server {
 	mux := http.NewServeMux()
 	installHealthz(mux, o.Checks)
 	mux.Handle("GET /pods", podsHandler(o.Pods))
-	mux.Handle("GET /runningpods/", runningPodsHandler(o.RunningPods))
+	mux.Handle("GET /runningpods/", debugOnly(o.Debug, runningPodsHandler(o.RunningPods)))
 	mux.Handle("GET /configz", configzHandler(o.Config))
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
@@ -64,9 +66,11 @@ func NewKubeletAPI(o KubeletAPIOptions) *Server {
 			clk = clock.RealClock{}
 		}
 		h := &logsHandler{locate: o.Logs, clock: clk}
-		mux.Handle("/containerLogs/{namespace}/{pod}/{container}", h)
+		mux.Handle("/containerLogs/{namespace}/{pod}/{container}", debugOnly(o.Debug, h))
 	}
-	installDebug(mux, o.Debug)
+	if o.Debug != nil {
+		installDebug(mux, *o.Debug)
+	}
 	var handler http.Handler = mux
 	if o.Auth != nil {
 		handler = o.Auth(mux)

@@ -333,9 +333,9 @@ func TestDebugHandlers(t *testing.T) {
 	})
 }
 
-// TestDebugHandlersDisabled: with enableDebuggingHandlers false, /logs/
-// and /debug/pprof/ answer 405 as upstream; with only the system log
-// handler off, /logs/ does.
+// TestDebugHandlersDisabled: with enableDebuggingHandlers false, /logs/,
+// /debug/pprof/, /runningpods/ and /containerLogs answer 405 as upstream;
+// with only the system log or profiling handler off, that one does.
 func TestDebugHandlersDisabled(t *testing.T) {
 	tests := []struct {
 		config string
@@ -343,6 +343,7 @@ func TestDebugHandlersDisabled(t *testing.T) {
 	}{
 		{"enableDebuggingHandlers: false\n", map[string]string{
 			"/logs/": "Debug endpoints are disabled.", "/debug/pprof/": "Debug endpoints are disabled.",
+			"/runningpods/": "Debug endpoints are disabled.", "/containerLogs/default/p/c": "Debug endpoints are disabled.",
 		}},
 		{"enableSystemLogHandler: false\nenableProfilingHandler: false\n", map[string]string{
 			"/logs/": "logs endpoint is disabled.", "/debug/pprof/": "profiling endpoint is disabled.",

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/healthz"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/mirror"
@@ -33,6 +35,7 @@ import (
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podsource/apiserver"
 	"github.com/heartlet/heartlet/internal/podsource/file"
+	"github.com/heartlet/heartlet/internal/podstartup"
 	"github.com/heartlet/heartlet/internal/podsync"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/probe"
@@ -121,9 +124,18 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	statuses := status.NewManager(a.clock)
 	pl := pleg.New(rt, time.Second, a.clock)
+	metrics.SetNodeName(a.opts.NodeName)
+	startup := podstartup.New(a.clock)
 
+	if debugOptions(cfg).ContentionProfiling() {
+		goruntime.SetBlockProfileRate(1)
+	}
+	logCheck := healthz.NewLog(a.clock)
+	syncLoop := healthz.NewSyncLoop(a.clock, cfg.SyncFrequency.Duration)
 	checks := []server.HealthCheck{
 		{Name: "ping", Check: func() error { return nil }},
+		{Name: "log", Check: logCheck.Check},
+		{Name: "syncloop", Check: syncLoop.Check},
 		{Name: "pleg", Check: pl.Healthy},
 	}
 	var servers []*server.Server
@@ -231,7 +243,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		SeccompDefault:     cfg.SeccompDefault != nil && *cfg.SeccompDefault,
 		RootDir:            a.opts.RootDir,
 		Probes:             probes,
-	}, rt, podsyncCgroups(cg), statuses)
+		Pulls:              startup,
+	}, rt, podsyncCgroups(cg), startup.Sink(statuses))
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 	desired := podconfig.New()
 
@@ -240,6 +253,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return s.Run(ctx) })
 	}
 	g.Go(func() error { apiAuth.Run(ctx); return nil })
+	g.Go(func() error { return logCheck.Run(ctx) })
 	g.Go(func() error { return pl.Run(ctx) })
 	g.Go(func() error { return workers.Run(ctx) })
 	g.Go(func() error { return probes.Run(ctx) })
@@ -286,13 +300,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		adm.node = node.Node
 		adm.allocatable = node.Allocatable
 	}
-	g.Go(func() error { return dispatch(ctx, desired, workers, adm, probes) })
+	g.Go(func() error { return dispatch(ctx, desired, workers, adm, probes, startup) })
 	g.Go(func() error { return relay(ctx, pl, workers) })
 	g.Go(func() error {
 		hk := &housekeeper{
 			desired: desired, sources: sources, workers: workers, pleg: pl,
 			syncer: syncer, cgroups: cg, statuses: statuses, admitted: adm,
-			podDirs: vols,
+			podDirs: vols, loop: syncLoop,
 		}
 		if mirrors != nil {
 			hk.mirrors = func(ctx context.Context) error {
@@ -304,6 +318,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				}
 				return mirrors.Sync(ctx, static, apiPods.MirrorPods())
 			}
+			hk.mirrorCount = func() int { return len(apiPods.MirrorPods()) }
 		}
 		return hk.run(ctx, a.clock)
 	})
@@ -318,7 +333,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // dispatch turns changes of the desired pod set into pod worker updates:
 // new pods pass admission first, pods being deleted in the API are killed
 // with their deletion grace period.
-func dispatch(ctx context.Context, desired *podconfig.Config, workers *podworker.Workers, adm *admitter, probes *probe.Manager) error {
+func dispatch(ctx context.Context, desired *podconfig.Config, workers *podworker.Workers, adm *admitter, probes *probe.Manager, startup *podstartup.Tracker) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -328,6 +343,7 @@ func dispatch(ctx context.Context, desired *podconfig.Config, workers *podworker
 			switch {
 			case u.Op == podconfig.OpRemove:
 				adm.forget(pod.UID)
+				startup.Forget(pod.UID)
 				probes.RemovePod(pod.UID)
 				workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod})
 			case pod.DeletionTimestamp != nil:
@@ -341,6 +357,7 @@ func dispatch(ctx context.Context, desired *podconfig.Config, workers *podworker
 				// Finished in the API (for example before a restart of
 				// heartlet): never run again.
 			case u.Op == podconfig.OpAdd:
+				startup.Seen(pod)
 				if adm.admit(ctx, pod) {
 					probes.AddPod(pod)
 					workers.Update(podworker.Update{Type: podworker.UpdateCreate, Pod: pod})
@@ -410,6 +427,26 @@ type housekeeper struct {
 	mirrors func(ctx context.Context) error
 	// podDirs are the pods' directories (volumes) under the root dir.
 	podDirs podDirs
+	// loop is told when each pass starts (the syncloop health check).
+	loop *healthz.SyncLoop
+	// mirrorCount is the number of mirror pods in the API; nil in
+	// standalone mode.
+	mirrorCount func() int
+	// kinds remembers pod kinds for the pod count metrics.
+	kinds podKinds
+}
+
+// recordPodCounts sets the desired, active, mirror and working pods
+// gauges once every source has delivered its pods.
+func (h *housekeeper) recordPodCounts() {
+	if !h.desired.SeenAllSources(h.sources...) {
+		return
+	}
+	mirrors := 0
+	if h.mirrorCount != nil {
+		mirrors = h.mirrorCount()
+	}
+	metrics.SetPodCounts(h.kinds.counts(h.desired.Pods(), h.admitted.active(""), h.workers.Pods(), mirrors))
 }
 
 // podDirs lists and removes the pods' directories under the root dir.
@@ -426,7 +463,11 @@ func (h *housekeeper) run(ctx context.Context, clk clock.WithTicker) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
+			if h.loop != nil {
+				h.loop.Enter()
+			}
 			h.once(ctx)
+			h.recordPodCounts()
 		}
 	}
 }
@@ -461,6 +502,7 @@ func (h *housekeeper) once(ctx context.Context) {
 		}
 		if podRuns(rp) {
 			logger.Info("Stopping pod that no source wants", "pod", klog.KRef(rp.Namespace, rp.Name), "podUID", rp.UID)
+			h.kinds.markRuntimeOnly(rp.UID)
 			h.workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: orphanPod(rp)})
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/utils/ptr"
 
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/runtime"
@@ -102,6 +103,7 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 		Checks:       d.checks,
 		Logs:         logLocator(d.rt, d.pods, cfg.PodLogsDir),
 		Streaming:    streaming,
+		Debug:        ptr.To(debugOptions(cfg)),
 	})
 	return s, a, nil
 }

@@ -211,6 +211,7 @@ func (p *PLEG) relist(ctx context.Context) {
 	p.pods = pods
 	p.lastSuccess = start
 	p.mu.Unlock()
+	metrics.PLEGLastSeen.Set(float64(start.Unix()))
 
 	dropped := 0
 	for _, e := range events {

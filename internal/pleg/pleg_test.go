@@ -484,3 +484,28 @@ func TestHealthyWithStalledLister(t *testing.T) {
 		t.Errorf("Healthy() with a stalled lister = %v, want an error naming 3m1s", err)
 	}
 }
+
+// kubelet_pleg_last_seen_seconds is the start of the last successful
+// relist; a failed one leaves it.
+func TestLastSeenMetric(t *testing.T) {
+	p, l, clk := newTestPLEG(t)
+	ctx := context.Background()
+	l.set(nil, nil)
+	p.relist(ctx)
+	first := clk.Now().Unix()
+	if got := testutil.ToFloat64(metrics.PLEGLastSeen); got != float64(first) {
+		t.Errorf("pleg_last_seen_seconds = %v, want %d", got, first)
+	}
+	clk.Step(time.Minute)
+	l.set(nil, errors.New("runtime unavailable"))
+	p.relist(ctx)
+	if got := testutil.ToFloat64(metrics.PLEGLastSeen); got != float64(first) {
+		t.Errorf("pleg_last_seen_seconds after a failed relist = %v, want %d", got, first)
+	}
+	clk.Step(time.Minute)
+	l.set(nil, nil)
+	p.relist(ctx)
+	if got, want := testutil.ToFloat64(metrics.PLEGLastSeen), float64(clk.Now().Unix()); got != want {
+		t.Errorf("pleg_last_seen_seconds = %v, want %v", got, want)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/status"
@@ -46,6 +47,7 @@ type Runtime interface {
 	RemoveContainer(ctx context.Context, id string) error
 	PullImage(ctx context.Context, image string, auth *runtimeapi.AuthConfig, sb *runtimeapi.PodSandboxConfig) (string, error)
 	ImageRef(ctx context.Context, image string) (string, error)
+	ImageSize(ctx context.Context, image string) (uint64, error)
 	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (runtime.ExecResult, error)
 }
 
@@ -114,6 +116,15 @@ type Options struct {
 	// Probes gives liveness, readiness and startup results; nil means
 	// every container is live, ready and started once running.
 	Probes Probes
+	// Pulls is told when image pulls for a pod start and end, for the pod
+	// startup latency; nil tells no one.
+	Pulls PullRecorder
+}
+
+// PullRecorder is told about the image pulls of a pod.
+type PullRecorder interface {
+	PullStarted(uid types.UID)
+	PullFinished(uid types.UID)
 }
 
 // Syncer implements podworker.Syncer against a CRI runtime.
@@ -227,8 +238,14 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	podIPs := rs.IPs()
 	if acts.createSandbox {
 		logger.V(2).Info("Creating pod sandbox", "attempt", acts.sandboxAttempt)
+		metrics.StartedPods.Inc()
 		sandboxID, err = s.rt.RunPodSandbox(ctx, sbCfg, s.opts.RuntimeHandler)
 		if err != nil {
+			if ctx.Err() == nil {
+				// Not a failure when the pod was killed meanwhile, as
+				// upstream.
+				metrics.StartedPodsErrors.Inc()
+			}
 			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 			s.reportStatus(ctx, pod, waitingFor, false)
 			return podworker.SyncResult{}, fmt.Errorf("create pod sandbox: %w", err)
@@ -254,7 +271,13 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 
 	var errs []error
 	for _, st := range acts.start {
+		typ := metrics.ContainerTypeContainer
+		if st.init {
+			typ = metrics.ContainerTypeInit
+		}
+		metrics.StartedContainers.WithLabelValues(typ).Inc()
 		if reason, msg, err := s.startContainer(ctx, pod, st, sandboxID, sbCfg, podIPs); err != nil {
+			metrics.StartedContainersErrors.WithLabelValues(typ, reason).Inc()
 			waitingFor[st.container.Name] = waiting{reason: reason, message: msg}
 			errs = append(errs, err)
 		}
@@ -347,7 +370,13 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	logger.Info("Pulling image", "container", c.Name, "image", c.Image)
 	s.event(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
 	start := s.clock.Now()
+	if s.opts.Pulls != nil {
+		s.opts.Pulls.PullStarted(pod.UID)
+	}
 	ref, err := s.rt.PullImage(ctx, c.Image, nil, sbCfg)
+	if s.opts.Pulls != nil {
+		s.opts.Pulls.PullFinished(pod.UID)
+	}
 	if err != nil {
 		s.pulls.Next(key, s.clock.Now())
 		s.mu.Lock()
@@ -357,7 +386,13 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		return "", ReasonErrImagePull, fmt.Errorf("pull image %q: %w", c.Image, err)
 	}
 	s.pulls.Reset(key)
-	logger.Info("Pulled image", "container", c.Name, "image", c.Image, "duration", s.clock.Since(start))
+	took := s.clock.Since(start)
+	size, err := s.rt.ImageSize(ctx, ref)
+	if err != nil {
+		logger.V(2).Info("Image size unknown", "image", c.Image, "err", err)
+	}
+	metrics.ImagePullDuration.WithLabelValues(metrics.ImageSizeBucket(size)).Observe(took.Seconds())
+	logger.Info("Pulled image", "container", c.Name, "image", c.Image, "duration", took, "size", size)
 	s.event(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, s.clock.Since(start).Round(time.Millisecond))
 	return ref, "", nil
 }

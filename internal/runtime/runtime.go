@@ -213,9 +213,12 @@ func (r *Runtime) Status(ctx context.Context) (_ *runtimeapi.StatusResponse, err
 // RunPodSandbox creates and starts a pod sandbox with the given runtime
 // handler ("" for the default) and returns its ID.
 func (r *Runtime) RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (_ string, err error) {
-	defer r.record(opRunPodSandbox, r.clock.Now(), &err)
+	start := r.clock.Now()
+	defer r.record(opRunPodSandbox, start, &err)
 	id, err := r.rs.RunPodSandbox(ctx, cfg, handler)
+	metrics.RunPodSandboxDuration.WithLabelValues(handler).Observe(r.clock.Since(start).Seconds())
 	if err != nil {
+		metrics.RunPodSandboxErrors.WithLabelValues(handler).Inc()
 		return "", wrap(err, "run pod sandbox for pod %s", sandboxName(cfg))
 	}
 	klog.FromContext(ctx).V(4).Info("Started pod sandbox", "pod", sandboxName(cfg), "podUID", cfg.GetMetadata().GetUid(), "sandboxID", id)
@@ -317,6 +320,20 @@ func (r *Runtime) ImageRef(ctx context.Context, image string) (_ string, err err
 		return "", nil
 	}
 	return resp.GetImage().GetId(), nil
+}
+
+// ImageSize returns the size in bytes of image as the runtime reports it,
+// 0 when the runtime does not have it.
+func (r *Runtime) ImageSize(ctx context.Context, image string) (_ uint64, err error) {
+	defer r.record(opImageStatus, r.clock.Now(), &err)
+	resp, err := r.is.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: image}, false)
+	if status.Code(err) == codes.NotFound {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, wrap(err, "image status of %s", image)
+	}
+	return resp.GetImage().GetSize(), nil
 }
 
 // ListImages returns every image the runtime has.

@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/metrics"
 )
 
 // RunningPodLister returns the pods as the runtime sees them.
@@ -45,17 +47,21 @@ type KubeletAPIOptions struct {
 	Streaming Streamer
 	// Clock is used by log following; nil is the real clock.
 	Clock clock.WithTicker
+	// Debug configures /logs/, /debug/pprof/ and /debug/flags/v, and
+	// whether /runningpods/ and /containerLogs are served; nil installs no
+	// debugging endpoint and serves those two.
+	Debug *DebugOptions
 }
 
 // NewKubeletAPI returns the kubelet API server: /healthz, /pods,
-// /runningpods/, /configz, /metrics, /containerLogs and the streaming
-// endpoints (/exec, /attach, /portForward, /run) behind
-// authentication and authorization, over TLS.
+// /runningpods/, /configz, /metrics, /containerLogs, the streaming
+// endpoints (/exec, /attach, /portForward, /run) and the debugging
+// endpoints (debug.go) behind authentication and authorization, over TLS.
 func NewKubeletAPI(o KubeletAPIOptions) *Server {
 	mux := http.NewServeMux()
 	installHealthz(mux, o.Checks)
 	mux.Handle("GET /pods", podsHandler(o.Pods))
-	mux.Handle("GET /runningpods/", runningPodsHandler(o.RunningPods))
+	mux.Handle("GET /runningpods/", debugOnly(o.Debug, runningPodsHandler(o.RunningPods)))
 	mux.Handle("GET /configz", configzHandler(o.Config))
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
@@ -69,15 +75,19 @@ func NewKubeletAPI(o KubeletAPIOptions) *Server {
 			clk = clock.RealClock{}
 		}
 		h := &logsHandler{locate: o.Logs, clock: clk}
-		mux.Handle("/containerLogs/{namespace}/{pod}/{container}", h)
+		mux.Handle("/containerLogs/{namespace}/{pod}/{container}", debugOnly(o.Debug, h))
+	}
+	if o.Debug != nil {
+		installDebug(mux, *o.Debug)
 	}
 	if o.Streaming != nil {
-		installStreaming(mux, o.Streaming)
+		installStreaming(mux, o.Streaming, func(h http.Handler) http.Handler { return debugOnly(o.Debug, h) })
 	}
 	var handler http.Handler = mux
 	if o.Auth != nil {
 		handler = o.Auth(mux)
 	}
+	handler = instrument(handler, metrics.ServerTypeReadWrite, clock.RealClock{})
 	s := &Server{name: "kubelet API server", addr: o.Addr, handler: logRequests(handler, clock.RealClock{}), tls: o.TLS}
 	return s
 }

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	kubeletmetrics "github.com/heartlet/heartlet/internal/metrics"
 )
 
 // shutdownTimeout bounds the graceful shutdown once the context is done.
@@ -64,7 +66,9 @@ func NewReadOnly(addr string, pods PodLister, metrics http.Handler, checks ...He
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)
 	}
-	return newServer("read-only server", addr, mux)
+	s := newServer("read-only server", addr, mux)
+	s.handler = logRequests(instrument(mux, kubeletmetrics.ServerTypeReadOnly, clock.RealClock{}), clock.RealClock{})
+	return s
 }
 
 func newServer(name, addr string, mux *http.ServeMux) *Server {

@@ -141,20 +141,22 @@ func streamTarget(r *http.Request) StreamTarget {
 }
 
 // installStreaming adds /exec, /attach, /portForward (GET and POST) and
-// /run (POST) with and without the pod UID in the path.
-func installStreaming(mux *http.ServeMux, s Streamer) {
+// /run (POST) with and without the pod UID in the path, each handler
+// wrapped by wrap (which turns them off with the debugging handlers).
+func installStreaming(mux *http.ServeMux, s Streamer, wrap func(http.Handler) http.Handler) {
 	h := &streamHandler{s: s}
+	handle := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, wrap(f)) }
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
 		for _, p := range []string{"/{namespace}/{pod}/{container}", "/{namespace}/{pod}/{uid}/{container}"} {
-			mux.HandleFunc(method+" /exec"+p, h.exec)
-			mux.HandleFunc(method+" /attach"+p, h.attach)
+			handle(method+" /exec"+p, h.exec)
+			handle(method+" /attach"+p, h.attach)
 		}
 		for _, p := range []string{"/{namespace}/{pod}", "/{namespace}/{pod}/{uid}"} {
-			mux.HandleFunc(method+" /portForward"+p, h.portForward)
+			handle(method+" /portForward"+p, h.portForward)
 		}
 	}
-	mux.HandleFunc("POST /run/{namespace}/{pod}/{container}", h.run)
-	mux.HandleFunc("POST /run/{namespace}/{pod}/{uid}/{container}", h.run)
+	handle("POST /run/{namespace}/{pod}/{container}", h.run)
+	handle("POST /run/{namespace}/{pod}/{uid}/{container}", h.run)
 }
 
 type streamHandler struct{ s Streamer }

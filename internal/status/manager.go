@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -34,6 +35,9 @@ type entry struct {
 	pod     *v1.Pod
 	status  v1.PodStatus
 	version uint64
+	// unwritten is when the oldest change not yet written to the API was
+	// made, lastChange when the newest was; see markWritten.
+	unwritten, lastChange time.Time
 }
 
 // NewManager returns an empty manager that stamps times with clk.
@@ -104,7 +108,11 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, st v1.PodStatus) {
 		return
 	}
 	m.version++
-	m.pods[pod.UID] = &entry{pod: pod.DeepCopy(), status: status, version: m.version}
+	unwritten := now.Time
+	if cached && !e.unwritten.IsZero() {
+		unwritten = e.unwritten
+	}
+	m.pods[pod.UID] = &entry{pod: pod.DeepCopy(), status: status, version: m.version, unwritten: unwritten, lastChange: now.Time}
 	logger.V(4).Info("Pod status updated", "phase", status.Phase, "version", m.version)
 	m.notifyLocked()
 }
@@ -126,6 +134,25 @@ func (m *Manager) GetVersionedPodStatus(uid types.UID) (v1.PodStatus, uint64, bo
 		return v1.PodStatus{}, 0, false
 	}
 	return *e.status.DeepCopy(), e.version, true
+}
+
+// markWritten records that the pod's status as of version reached the API
+// and returns when the oldest change it carried was made; zero when no
+// change was waiting. Changes newer than version count from the newest
+// of them.
+func (m *Manager) markWritten(uid types.UID, version uint64) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.pods[uid]
+	if !ok {
+		return time.Time{}
+	}
+	since := e.unwritten
+	e.unwritten = time.Time{}
+	if version < e.version {
+		e.unwritten = e.lastChange
+	}
+	return since
 }
 
 // RemovePod forgets the pod. Removing an unknown pod does nothing.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
@@ -315,6 +316,11 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod, st v1.PodStatus, vers
 			rec.api = &merged
 		}
 		logger.V(3).Info("Pod status patched", "apiUID", target.UID, "version", version, "phase", merged.Phase, "patch", string(patch))
+		if since := s.m.markWritten(pod.UID, version); !since.IsZero() {
+			metrics.PodStatusSyncDuration.Observe(s.clk.Since(since).Seconds())
+		}
+	} else {
+		s.m.markWritten(pod.UID, version)
 	}
 	rec.version = version
 	rec.failures = 0

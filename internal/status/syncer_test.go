@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
@@ -723,5 +725,41 @@ func TestSyncerTriggerStartsRound(t *testing.T) {
 	}
 	if n := countVerb(e.kube.Actions(), "delete"); n != 1 {
 		t.Errorf("deletes = %d, want 1", n)
+	}
+}
+
+// kubelet_pod_status_sync_duration_seconds runs from the oldest change not
+// yet written to the write that carries it.
+func TestSyncerStatusSyncDuration(t *testing.T) {
+	pod := boundPod("default", "web", "uid-1")
+	e := newSyncerEnv(t, SyncerOptions{}, pod)
+	observed := func() (uint64, float64) {
+		var m dto.Metric
+		if err := metrics.PodStatusSyncDuration.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+	}
+	n0, s0 := observed()
+
+	e.m.SetPodStatus(pod, runningStatus(t0))
+	e.clk.Step(time.Second)
+	notReady := runningStatus(t0)
+	notReady.ContainerStatuses[0].Ready = false
+	e.m.SetPodStatus(pod, notReady) // coalesced with the first change
+	e.clk.Step(500 * time.Millisecond)
+	e.round(t, false)
+	n, sum := observed()
+	if n-n0 != 1 || sum-s0 != 1.5 {
+		t.Errorf("after the first write: %d observations, %v s; want 1, 1.5 s", n-n0, sum-s0)
+	}
+	e.clk.Step(time.Minute)
+	e.round(t, false) // nothing to write: nothing observed
+	e.m.SetPodStatus(pod, runningStatus(t0))
+	e.clk.Step(250 * time.Millisecond)
+	e.round(t, false)
+	n, sum = observed()
+	if n-n0 != 2 || sum-s0 != 1.75 {
+		t.Errorf("after the second write: %d observations, %v s; want 2, 1.75 s", n-n0, sum-s0)
 	}
 }

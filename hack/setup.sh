@@ -75,4 +75,7 @@ go_tool crictl sigs.k8s.io/cri-tools "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_V
 # build of about 20 minutes, then cached under $HEARTLET_KUBE_BIN_DIR.
 build_kube_binaries
 
+# metrics-server for the kubectl top e2e test (hack/tools/metrics-server).
+build_metrics_server
+
 log "setup done in $(elapsed "$start")"

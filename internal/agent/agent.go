@@ -126,6 +126,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		{Name: "ping", Check: func() error { return nil }},
 		{Name: "pleg", Check: pl.Healthy},
 	}
+	statsHandlers := newStats(a.opts, rt, a.clock)
 	var servers []*server.Server
 	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
 		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
@@ -136,10 +137,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		mh := promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})
 		ro := server.NewReadOnly(addr, statuses.Pods, mh, checks...)
 		ro.Handle("GET /metrics/probes", promhttp.HandlerFor(metrics.ProbesRegistry, promhttp.HandlerOpts{}))
+		ro.InstallStats(statsHandlers)
 		servers = append(servers, ro)
 	}
 	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, pods: statuses.Pods, checks: checks, hostname: hostname, nodeIPs: nodeIPs,
-		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})}
+		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), stats: statsHandlers}
 	if cl != nil {
 		apiDeps.kube = cl.Kube
 	}

@@ -36,6 +36,7 @@ type kubeletAPIDeps struct {
 	checks   []server.HealthCheck
 	hostname string
 	nodeIPs  []string
+	stats    server.StatsHandlers
 }
 
 // newKubeletAPI builds the authenticated HTTPS server on address:port and
@@ -94,6 +95,7 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 		Metrics:     d.metrics,
 		Checks:      d.checks,
 		Logs:        logLocator(d.rt, d.pods, cfg.PodLogsDir),
+		Stats:       d.stats,
 	})
 	return s, a, nil
 }

@@ -40,6 +40,8 @@ type KubeletAPIOptions struct {
 	Logs LogLocator
 	// Clock is used by log following; nil is the real clock.
 	Clock clock.WithTicker
+	// Stats are /stats/summary, /metrics/resource and /metrics/cadvisor.
+	Stats StatsHandlers
 }
 
 // NewKubeletAPI returns the kubelet API server: /healthz, /pods,
@@ -54,6 +56,7 @@ func NewKubeletAPI(o KubeletAPIOptions) *Server {
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", o.Metrics)
 	}
+	installStats(mux, o.Stats)
 	if o.Logs != nil {
 		clk := o.Clock
 		if clk == nil {

@@ -3,7 +3,6 @@ package stats
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -148,10 +147,4 @@ func (c *duCache) sweep() {
 		e.used = false
 		c.entries[dir] = e
 	}
-}
-
-// exists reports whether p exists.
-func exists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
 }

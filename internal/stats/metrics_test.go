@@ -177,3 +177,23 @@ func TestCadvisorMetrics(t *testing.T) {
 		t.Error("/metrics/cadvisor reports the loopback interface")
 	}
 }
+
+func TestImageNames(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider()
+	names := p.imageNames(context.Background())
+	var id string
+	for _, im := range f.srv.Images() {
+		id = im.ID
+	}
+	tests := []struct{ image, want string }{
+		{id, testImage},                      // containerd lists containers by image ID
+		{testImage, testImage},               // a reference stays as it is
+		{"sha256:unknown", "sha256:unknown"}, // an image gone from the runtime
+	}
+	for _, tt := range tests {
+		if got := imageName(tt.image, names); got != tt.want {
+			t.Errorf("imageName(%q) = %q, want %q", tt.image, got, tt.want)
+		}
+	}
+}

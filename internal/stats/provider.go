@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
@@ -56,6 +57,7 @@ type Runtime interface {
 	ListContainerStats(ctx context.Context) ([]runtime.ContainerStats, error)
 	ImageFsInfo(ctx context.Context) ([]runtime.FsUsage, error)
 	SandboxPid(ctx context.Context, id string) (int, error)
+	ListImages(ctx context.Context) ([]*runtimeapi.Image, error)
 }
 
 // Options configure a Provider.
@@ -227,7 +229,9 @@ func (p *Provider) collectLocked(ctx context.Context, now time.Time, full bool) 
 	}
 	var imageFs *runtime.FsUsage
 	var imageFsInfo *fsInfo
+	var images map[string]string
 	if full {
+		images = p.imageNames(ctx)
 		if list, err := p.opts.Runtime.ImageFsInfo(ctx); err != nil {
 			logger.V(2).Info("Image filesystem info unavailable", "err", err)
 		} else if len(list) > 0 {
@@ -254,6 +258,9 @@ func (p *Provider) collectLocked(ctx context.Context, now time.Time, full bool) 
 		sb := rp.Sandboxes[0]
 		seenSandboxes[sb.ID] = true
 		ps, meta := p.podStats(ctx, now, full, rp, criStats, imageFs, imageFsInfo)
+		for i := range meta.containers {
+			meta.containers[i].image = imageName(meta.containers[i].image, images)
+		}
 		s.summary.Pods = append(s.summary.Pods, ps)
 		s.pods = append(s.pods, meta)
 	}
@@ -483,6 +490,35 @@ func (p *Provider) podStats(ctx context.Context, now time.Time, full bool, rp *r
 		}
 	}
 	return ps, meta
+}
+
+// imageNames maps the runtime's image IDs to their first tag, or digest.
+func (p *Provider) imageNames(ctx context.Context) map[string]string {
+	list, err := p.opts.Runtime.ListImages(ctx)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Images unavailable", "err", err)
+		return nil
+	}
+	names := map[string]string{}
+	for _, im := range list {
+		switch {
+		case len(im.GetRepoTags()) > 0:
+			names[im.GetId()] = im.GetRepoTags()[0]
+		case len(im.GetRepoDigests()) > 0:
+			names[im.GetId()] = im.GetRepoDigests()[0]
+		}
+	}
+	return names
+}
+
+// imageName is the name cAdvisor labels a container with: the image
+// reference, where the runtime lists containers by image ID (containerd
+// does) the image's tag.
+func imageName(image string, names map[string]string) string {
+	if n, ok := names[image]; ok {
+		return n
+	}
+	return image
 }
 
 // podCgroup returns the cgroup of pod uid below the QoS cgroups, or "".

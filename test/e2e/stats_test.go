@@ -529,6 +529,8 @@ func startMetricsServer(t *testing.T, hostIP string) {
 		"--kubelet-preferred-address-types", "InternalIP",
 		"--kubelet-use-node-status-port",
 		"--metric-resolution", "10s",
+		// It must be below the resolution.
+		"--kubelet-request-timeout", "5s",
 		"--v", "2",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -537,7 +539,8 @@ func startMetricsServer(t *testing.T, hostIP string) {
 		t.Fatalf("start metrics-server: %v", err)
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); logFile.Close(); close(done) }()
+	go func() { msErr = cmd.Wait(); logFile.Close(); close(done) }()
+	msDone = done
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -553,7 +556,9 @@ func startMetricsServer(t *testing.T, hostIP string) {
 		}
 	})
 
-	api := metricsServerAPI(hostIP, port, aggregatorRouting(t))
+	routing := aggregatorRouting(t)
+	t.Logf("metrics-server on %s:%d; aggregator routing %v (service %s)", hostIP, port, routing, map[bool]string{true: "ClusterIP with an EndpointSlice", false: "ExternalName"}[routing])
+	api := metricsServerAPI(hostIP, port, routing)
 	if _, err := kubectlIn([]byte(api), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
@@ -639,11 +644,29 @@ func parseMi(s string) (int, bool) {
 	return n, err == nil
 }
 
+// msDone is closed when the metrics-server of the running test has
+// exited, with msErr its exit error.
+var (
+	msDone chan struct{}
+	msErr  error
+)
+
+// metricsServerExited fails t if metrics-server is no longer running.
+func metricsServerExited(t *testing.T) {
+	t.Helper()
+	select {
+	case <-msDone:
+		t.Fatalf("metrics-server exited: %v", msErr)
+	default:
+	}
+}
+
 func testKubectlTop(t *testing.T) {
 	startMetricsServer(t, nodeInternalIP(t))
 
 	var node []string
 	waitFor(t, topTimeout, "kubectl top node to show the node", func() (bool, string) {
+		metricsServerExited(t)
 		row, out, err := topRow("node", clusterNode)
 		if err != nil {
 			return false, fmt.Sprintf("%v: %s", err, out)
@@ -652,6 +675,7 @@ func testKubectlTop(t *testing.T) {
 		return len(row) >= 5, out
 	})
 	// NAME CPU(cores) CPU(%) MEMORY(bytes) MEMORY(%)
+	t.Logf("kubectl top node: %v", node)
 	if !strings.HasSuffix(node[1], "m") || node[1] == "0m" {
 		t.Errorf("kubectl top node: CPU %q, want a non-zero millicore figure", node[1])
 	}
@@ -661,6 +685,7 @@ func testKubectlTop(t *testing.T) {
 
 	var pod []string
 	waitFor(t, topTimeout, "kubectl top pod to show the pod", func() (bool, string) {
+		metricsServerExited(t)
 		row, out, err := topRow("pod", "-n", "default", statsPod)
 		if err != nil {
 			return false, fmt.Sprintf("%v: %s", err, out)
@@ -669,6 +694,7 @@ func testKubectlTop(t *testing.T) {
 		return len(row) >= 3, out
 	})
 	// NAME CPU(cores) MEMORY(bytes)
+	t.Logf("kubectl top pod: %v", pod)
 	if !strings.HasSuffix(pod[1], "m") {
 		t.Errorf("kubectl top pod: CPU %q, want millicores", pod[1])
 	}

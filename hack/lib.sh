@@ -36,6 +36,11 @@ HEARTLET_KUBE_LIB=/var/lib/heartlet-kube
 HEARTLET_KUBE_ENV_FILE=$HEARTLET_KUBE_RUN/env
 HEARTLET_KUBE_NODE=heartlet-e2e
 
+# metrics-server, which the stats e2e test runs against the control plane
+# (kubectl top), built once from hack/tools/metrics-server.
+HEARTLET_METRICS_SERVER_VERSION=v0.8.0
+HEARTLET_METRICS_SERVER_BIN=$HEARTLET_CACHE/metrics-server/$HEARTLET_METRICS_SERVER_VERSION/bin/metrics-server
+
 STATICCHECK_VERSION=v0.8.2
 CRICTL_VERSION=v1.37.0
 # promtool checks the metrics exposition in the e2e tests; Prometheus
@@ -110,4 +115,18 @@ build_kube_binaries() {
 		k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler) || return 1
 	log "control plane built in $(elapsed "$start")"
+}
+
+# build_metrics_server builds metrics-server from hack/tools/metrics-server
+# into HEARTLET_METRICS_SERVER_BIN. Does nothing when it is already cached.
+build_metrics_server() {
+	[[ -x $HEARTLET_METRICS_SERVER_BIN ]] && return 0
+	local start
+	start=$(now_ms)
+	log "building metrics-server $HEARTLET_METRICS_SERVER_VERSION into $HEARTLET_METRICS_SERVER_BIN"
+	mkdir -p "$(dirname "$HEARTLET_METRICS_SERVER_BIN")"
+	(cd "$HEARTLET_REPO/hack/tools/metrics-server" && go build -trimpath -ldflags "-s -w" \
+		-o "$HEARTLET_METRICS_SERVER_BIN.tmp" sigs.k8s.io/metrics-server/cmd/metrics-server) || return 1
+	mv "$HEARTLET_METRICS_SERVER_BIN.tmp" "$HEARTLET_METRICS_SERVER_BIN"
+	log "metrics-server built in $(elapsed "$start")"
 }

@@ -76,4 +76,7 @@ go_tool promtool github.com/prometheus/prometheus "github.com/prometheus/prometh
 # build of about 20 minutes, then cached under $HEARTLET_KUBE_BIN_DIR.
 build_kube_binaries
 
+# metrics-server for the kubectl top e2e test (hack/tools/metrics-server).
+build_metrics_server
+
 log "setup done in $(elapsed "$start")"

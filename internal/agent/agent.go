@@ -138,6 +138,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		{Name: "syncloop", Check: syncLoop.Check},
 		{Name: "pleg", Check: pl.Healthy},
 	}
+	statsHandlers := newStats(a.opts, rt, a.clock)
 	var servers []*server.Server
 	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
 		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
@@ -149,10 +150,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		mh := promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{})
 		ro := server.NewReadOnly(addr, statuses.Pods, mh, checks...)
 		ro.Handle("GET /metrics/probes", probeMetrics)
+		ro.InstallStats(statsHandlers)
 		servers = append(servers, ro)
 	}
 	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, streams: rt, pods: statuses.Pods, checks: checks, hostname: hostname, nodeIPs: nodeIPs,
-		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics}
+		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics, stats: statsHandlers}
 	if cl != nil {
 		apiDeps.kube = cl.Kube
 	}

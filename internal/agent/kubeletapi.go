@@ -39,6 +39,7 @@ type kubeletAPIDeps struct {
 	checks   []server.HealthCheck
 	hostname string
 	nodeIPs  []string
+	stats    server.StatsHandlers
 }
 
 // newKubeletAPI builds the authenticated HTTPS server on address:port and
@@ -104,6 +105,7 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 		Logs:         logLocator(d.rt, d.pods, cfg.PodLogsDir),
 		Streaming:    streaming,
 		Debug:        ptr.To(debugOptions(cfg)),
+		Stats:        d.stats,
 	})
 	return s, a, nil
 }

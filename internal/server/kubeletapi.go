@@ -51,6 +51,8 @@ type KubeletAPIOptions struct {
 	// whether /runningpods/ and /containerLogs are served; nil installs no
 	// debugging endpoint and serves those two.
 	Debug *DebugOptions
+	// Stats are /stats/summary, /metrics/resource and /metrics/cadvisor.
+	Stats StatsHandlers
 }
 
 // NewKubeletAPI returns the kubelet API server: /healthz, /pods,
@@ -69,6 +71,7 @@ func NewKubeletAPI(o KubeletAPIOptions) *Server {
 	if o.ProbeMetrics != nil {
 		mux.Handle("GET /metrics/probes", o.ProbeMetrics)
 	}
+	installStats(mux, o.Stats)
 	if o.Logs != nil {
 		clk := o.Clock
 		if clk == nil {

@@ -111,6 +111,9 @@ type Server struct {
 	reopened     []string // container IDs in ReopenContainerLog call order
 	streamBase   string   // base URL of the streaming URLs handed out
 	streams      []StreamRequest
+
+	stats       map[string]ContainerUsage // by container ID (SetContainerStats)
+	sandboxPids map[string]int            // by sandbox ID (SetSandboxPid)
 }
 
 type sandbox struct {
@@ -641,7 +644,11 @@ func (r *runtimeServer) PodSandboxStatus(_ context.Context, req *runtimeapi.PodS
 			Options: proto.Clone(ns).(*runtimeapi.NamespaceOption),
 		}}
 	}
-	return &runtimeapi.PodSandboxStatusResponse{Status: st}, nil
+	resp := &runtimeapi.PodSandboxStatusResponse{Status: st}
+	if req.GetVerbose() {
+		resp.Info = s.sandboxInfo(sb.ID)
+	}
+	return resp, nil
 }
 
 func (r *runtimeServer) ListPodSandbox(_ context.Context, req *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
@@ -952,7 +959,7 @@ func (i *imageServer) ImageFsInfo(_ context.Context, _ *runtimeapi.ImageFsInfoRe
 	}
 	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
 		Timestamp:  toNanos(s.peek()),
-		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: "/fakecri/images"},
+		FsId:       &runtimeapi.FilesystemIdentifier{Mountpoint: ImageFsMountpoint},
 		UsedBytes:  &runtimeapi.UInt64Value{Value: used},
 		InodesUsed: &runtimeapi.UInt64Value{Value: uint64(len(s.images))},
 	}}}, nil

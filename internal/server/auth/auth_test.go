@@ -52,6 +52,7 @@ func TestSubresources(t *testing.T) {
 		{"/stats", []string{"stats"}},
 		{"/metrics", []string{"metrics"}},
 		{"/metrics/cadvisor", []string{"metrics"}},
+		{"/metrics/resource", []string{"metrics"}},
 		{"/logs/syslog", []string{"log"}},
 		{"/logs/", []string{"log"}},
 		{"/debug/pprof/heap", []string{"proxy"}},

@@ -29,7 +29,7 @@ var metricMethods = map[string]bool{
 
 // longRunning are the path labels of long-running requests, as upstream
 // (debug is /debug/pprof, whose profiles take seconds).
-var longRunning = map[string]bool{"exec": true, "attach": true, "portforward": true, "debug": true}
+var longRunning = map[string]bool{"exec": true, "attach": true, "portForward": true, "debug": true}
 
 // metricPath is the path label of a request path: its first element, or
 // metrics/<name> under /metrics/, "other" when not a kubelet endpoint.

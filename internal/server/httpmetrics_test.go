@@ -39,6 +39,26 @@ func TestMetricPath(t *testing.T) {
 			t.Errorf("metricPath(%q) = %q, want %q", tt.path, got, tt.want)
 		}
 	}
+}
+
+func TestLongRunning(t *testing.T) {
+	tests := []struct {
+		path string
+		want bool
+	}{
+		{"/exec/ns/pod/c", true},
+		{"/attach/ns/pod/c", true},
+		{"/portForward/ns/pod", true},
+		{"/debug/pprof/profile", true},
+		{"/run/ns/pod/c", false},
+		{"/containerLogs/ns/pod/c", false},
+		{"/stats/summary", false},
+	}
+	for _, tt := range tests {
+		if got := longRunning[metricPath(tt.path)]; got != tt.want {
+			t.Errorf("long running %q = %v, want %v", tt.path, got, tt.want)
+		}
+	}
 	for method, want := range map[string]string{"GET": "GET", "PUT": "PUT", "PROPFIND": "other"} {
 		if got := metricMethod(method); got != want {
 			t.Errorf("metricMethod(%q) = %q, want %q", method, got, want)

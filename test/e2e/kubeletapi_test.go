@@ -393,6 +393,11 @@ var kubeletAPIEndpoints = []kubeletAPIEndpoint{
 	{"GET", "/configz", "get", []string{"configz", "proxy"}, http.StatusOK, `{"kubeletconfig":`},
 	{"GET", "/metrics", "get", []string{"metrics"}, http.StatusOK, "kubelet_"},
 	{"GET", "/metrics/probes", "get", []string{"metrics"}, http.StatusOK, "process_start_time_seconds"},
+	{"GET", "/metrics/resource", "get", []string{"metrics"}, http.StatusOK, "node_cpu_usage_seconds_total"},
+	{"GET", "/metrics/cadvisor", "get", []string{"metrics"}, http.StatusOK, "container_cpu_usage_seconds_total"},
+	{"GET", "/stats/summary", "get", []string{"stats"}, http.StatusOK, `"nodeName":"` + clusterNode + `"`},
+	{"GET", "/logs/", "get", []string{"log"}, http.StatusOK, "dpkg.log"},
+	{"GET", "/debug/pprof/", "get", []string{"proxy"}, http.StatusOK, "goroutine"},
 	{"GET", "/containerLogs/default/kapi-logs/main?tailLines=1", "get", []string{"proxy"}, http.StatusOK, "line-"},
 	{"GET", "/containerLogs/default/nope/main", "get", []string{"proxy"}, http.StatusNotFound, `pod "nope" does not exist`},
 	// The streaming endpoints want an upgraded connection (the streaming

@@ -210,8 +210,8 @@ func describeContainerStats(c *statsapi.ContainerStats) string {
 	return string(b)
 }
 
-// sample is one series of the Prometheus text format.
-type sample struct {
+// promSample is one series of the Prometheus text format.
+type promSample struct {
 	labels    map[string]string
 	value     float64
 	timestamp int64 // milliseconds; 0 when absent
@@ -221,9 +221,9 @@ var seriesRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+
 var labelRE = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
 
 // parseSeries returns the samples of metric name in a text exposition.
-func parseSeries(t *testing.T, text, name string) []sample {
+func parseSeries(t *testing.T, text, name string) []promSample {
 	t.Helper()
-	var out []sample
+	var out []promSample
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -231,7 +231,7 @@ func parseSeries(t *testing.T, text, name string) []sample {
 		if m == nil || m[1] != name {
 			continue
 		}
-		s := sample{labels: map[string]string{}}
+		s := promSample{labels: map[string]string{}}
 		for _, l := range labelRE.FindAllStringSubmatch(m[2], -1) {
 			s.labels[l[1]] = l[2]
 		}
@@ -248,8 +248,8 @@ func parseSeries(t *testing.T, text, name string) []sample {
 	return out
 }
 
-// find returns the sample of name whose labels include want.
-func find(t *testing.T, text, name string, want map[string]string) (sample, bool) {
+// find returns the promSample of name whose labels include want.
+func find(t *testing.T, text, name string, want map[string]string) (promSample, bool) {
 	t.Helper()
 	for _, s := range parseSeries(t, text, name) {
 		ok := true
@@ -263,7 +263,7 @@ func find(t *testing.T, text, name string, want map[string]string) (sample, bool
 			return s, true
 		}
 	}
-	return sample{}, false
+	return promSample{}, false
 }
 
 // recent reports whether a millisecond timestamp is within the last

@@ -67,19 +67,8 @@ func TestExecSync(t *testing.T) {
 				}
 			}
 			res, err := r.ExecSync(ctx, id, []string{"cat", "/tmp/x"}, time.Second)
-			switch {
-			case tt.wantErr != nil:
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("err = %v, want %v in the chain", err, tt.wantErr)
-				}
+			if wantedErr(t, err, tt.wantErr, tt.errText) {
 				return
-			case tt.errText != "":
-				if err == nil || !strings.Contains(err.Error(), tt.errText) {
-					t.Fatalf("err = %v, want it to mention %q", err, tt.errText)
-				}
-				return
-			case err != nil:
-				t.Fatal(err)
 			}
 			if res.ExitCode != tt.wantCode || string(res.Stdout) != tt.wantOut {
 				t.Errorf("result = code %d stdout %q, want code %d stdout %q", res.ExitCode, res.Stdout, tt.wantCode, tt.wantOut)
@@ -108,4 +97,26 @@ func runContainer(t *testing.T, ctx context.Context, f *fakecri.Server, r *Runti
 		t.Fatal(err)
 	}
 	return id
+}
+
+// wantedErr checks err against a test case's expectation: wantErr in its
+// chain, or a message containing errText, or no error when both are
+// unset. It reports whether an error was expected (and the case is done).
+func wantedErr(t *testing.T, err, wantErr error, errText string) bool {
+	t.Helper()
+	switch {
+	case wantErr != nil:
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("err = %v, want %v in the chain", err, wantErr)
+		}
+		return true
+	case errText != "":
+		if err == nil || !strings.Contains(err.Error(), errText) {
+			t.Fatalf("err = %v, want it to mention %q", err, errText)
+		}
+		return true
+	case err != nil:
+		t.Fatal(err)
+	}
+	return false
 }

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"net/url"
 	"reflect"
 	"strings"
@@ -105,19 +104,8 @@ func TestStreamingURLs(t *testing.T) {
 				f.InjectError(tt.method, tt.inject)
 			}
 			u, err := tt.call(ctx, r, id, sb)
-			switch {
-			case tt.wantErr != nil:
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("err = %v, want %v in the chain", err, tt.wantErr)
-				}
+			if wantedErr(t, err, tt.wantErr, tt.errText) {
 				return
-			case tt.errText != "":
-				if err == nil || !strings.Contains(err.Error(), tt.errText) {
-					t.Fatalf("err = %v, want it to mention %q", err, tt.errText)
-				}
-				return
-			case err != nil:
-				t.Fatal(err)
 			}
 			reqs := f.StreamRequests()
 			if len(reqs) != 1 {

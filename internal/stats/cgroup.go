@@ -105,7 +105,7 @@ func (r *cgroupReader) read(cg string) (cgroupStats, error) {
 	var cpuErr, memErr error
 	if r.v2 {
 		cpuErr = r.readCPUv2(r.dir(r.root, cg), &s)
-		memErr = r.readMemoryV2(r.dir(r.root, cg), &s)
+		memErr = r.readMemory(r.dir(r.root, cg), memoryV2, &s)
 	} else {
 		cpuErr = errors.New("no cpuacct hierarchy")
 		if r.cpuDir != "" {
@@ -113,7 +113,7 @@ func (r *cgroupReader) read(cg string) (cgroupStats, error) {
 		}
 		memErr = errors.New("no memory hierarchy")
 		if r.memDir != "" {
-			memErr = r.readMemoryV1(r.dir(r.memDir, cg), &s)
+			memErr = r.readMemory(r.dir(r.memDir, cg), memoryV1, &s)
 		}
 	}
 	if !s.hasCPU && !s.hasMemory {
@@ -144,30 +144,22 @@ func (r *cgroupReader) readCPUv2(dir string, s *cgroupStats) error {
 	return nil
 }
 
-func (r *cgroupReader) readMemoryV1(dir string, s *cgroupStats) error {
-	usage, err := readUint(filepath.Join(dir, "memory.usage_in_bytes"))
-	if err != nil {
-		return err
-	}
-	kv, err := readKeyValues(filepath.Join(dir, "memory.stat"))
-	if err != nil {
-		return err
-	}
-	s.usage = usage
-	s.workingSet = sub(usage, kv["total_inactive_file"])
-	s.rss = kv["total_rss"]
-	s.cache = kv["total_cache"]
-	s.pageFaults = kv["total_pgfault"]
-	s.majFaults = kv["total_pgmajfault"]
-	if limit, err := readUint(filepath.Join(dir, "memory.limit_in_bytes")); err == nil && limit < unlimitedMemory {
-		s.limit = limit
-	}
-	s.hasMemory = true
-	return nil
+// memoryFiles name a cgroup version's memory files and memory.stat keys.
+type memoryFiles struct {
+	usage, limit                string // files
+	inactiveFile, rss, cache    string // memory.stat keys
+	pageFaults, majorPageFaults string
 }
 
-func (r *cgroupReader) readMemoryV2(dir string, s *cgroupStats) error {
-	usage, err := readUint(filepath.Join(dir, "memory.current"))
+var (
+	memoryV1 = memoryFiles{"memory.usage_in_bytes", "memory.limit_in_bytes",
+		"total_inactive_file", "total_rss", "total_cache", "total_pgfault", "total_pgmajfault"}
+	memoryV2 = memoryFiles{"memory.current", "memory.max",
+		"inactive_file", "anon", "file", "pgfault", "pgmajfault"}
+)
+
+func (r *cgroupReader) readMemory(dir string, f memoryFiles, s *cgroupStats) error {
+	usage, err := readUint(filepath.Join(dir, f.usage))
 	if err != nil {
 		return err
 	}
@@ -176,12 +168,12 @@ func (r *cgroupReader) readMemoryV2(dir string, s *cgroupStats) error {
 		return err
 	}
 	s.usage = usage
-	s.workingSet = sub(usage, kv["inactive_file"])
-	s.rss = kv["anon"]
-	s.cache = kv["file"]
-	s.pageFaults = kv["pgfault"]
-	s.majFaults = kv["pgmajfault"]
-	if limit, err := readUint(filepath.Join(dir, "memory.max")); err == nil && limit < unlimitedMemory {
+	s.workingSet = sub(usage, kv[f.inactiveFile])
+	s.rss = kv[f.rss]
+	s.cache = kv[f.cache]
+	s.pageFaults = kv[f.pageFaults]
+	s.majFaults = kv[f.majorPageFaults]
+	if limit, err := readUint(filepath.Join(dir, f.limit)); err == nil && limit < unlimitedMemory {
 		s.limit = limit
 	}
 	s.hasMemory = true

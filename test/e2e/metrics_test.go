@@ -403,16 +403,16 @@ func TestMetricsCluster(t *testing.T) {
 	}
 
 	// /logs/ is authorized as nodes/log, /debug/pprof/ as nodes/proxy:
-	// kapi-reader may use nodes/proxy but not nodes/log.
-	if _, err := kubectlIn([]byte(kubeletAPIRBAC), "apply", "-f", "-"); err != nil {
+	// kapi-proxy may use nodes/proxy but not nodes/log.
+	if _, err := kubectlIn([]byte(proxyOnlyRBAC), "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := kubectlIn([]byte(kubeletAPIRBAC), "delete", "--ignore-not-found", "-f", "-"); err != nil {
+		if _, err := kubectlIn([]byte(proxyOnlyRBAC), "delete", "--ignore-not-found", "-f", "-"); err != nil {
 			t.Errorf("delete RBAC: %v", err)
 		}
 	})
-	token := strings.TrimSpace(mustKubectl(t, "create", "token", "-n", "default", "kapi-reader"))
+	token := strings.TrimSpace(mustKubectl(t, "create", "token", "-n", "default", "kapi-proxy"))
 	c := insecureClient()
 	for _, r := range []struct {
 		path string
@@ -431,7 +431,28 @@ func TestMetricsCluster(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != r.want || !strings.Contains(string(body), r.body) {
-			t.Errorf("kapi-reader GET %s = %d %.300q, want %d containing %q", r.path, resp.StatusCode, body, r.want, r.body)
+			t.Errorf("kapi-proxy GET %s = %d %.300q, want %d containing %q", r.path, resp.StatusCode, body, r.want, r.body)
 		}
 	}
 }
+
+// proxyOnlyRBAC is a ServiceAccount that may get nodes/proxy only.
+const proxyOnlyRBAC = `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: kapi-proxy, namespace: default}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: heartlet-e2e-kapi-proxy}
+rules:
+- apiGroups: [""]
+  resources: [nodes/proxy]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: heartlet-e2e-kapi-proxy}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: heartlet-e2e-kapi-proxy}
+subjects:
+- {kind: ServiceAccount, name: kapi-proxy, namespace: default}
+`

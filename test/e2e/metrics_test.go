@@ -120,9 +120,10 @@ func insecureClient() *http.Client {
 }
 
 // TestMetrics runs a standalone heartlet with two static pods (one
-// pulling its image) and checks /metrics on both ports and
-// /metrics/probes: promtool finds nothing to complain about, and the
-// kubelet's series count what happened.
+// pulling its image) and checks /metrics and /metrics/probes on both
+// ports and the kubelet API's /metrics/resource and /metrics/cadvisor:
+// promtool finds nothing to complain about, and the kubelet's series count
+// what happened.
 func TestMetrics(t *testing.T) {
 	h := startHeartlet(t)
 	for _, name := range []string{"metrics-a", "metrics-b"} {
@@ -155,6 +156,9 @@ func TestMetrics(t *testing.T) {
 		promtoolCheck(t, "the read-only /metrics", scrape(t, plain, ro+"/metrics"))
 		promtoolCheck(t, "the read-only /metrics/probes", scrape(t, plain, ro+"/metrics/probes"))
 		promtoolCheck(t, "the kubelet API /metrics", scrape(t, tlsClient, api+"/metrics"))
+		promtoolCheck(t, "the kubelet API /metrics/probes", scrape(t, tlsClient, api+"/metrics/probes"))
+		promtoolCheck(t, "the kubelet API /metrics/resource", scrape(t, tlsClient, api+"/metrics/resource"))
+		promtoolCheck(t, "the kubelet API /metrics/cadvisor", scrape(t, tlsClient, api+"/metrics/cadvisor"))
 	})
 
 	t.Run("values", func(t *testing.T) {

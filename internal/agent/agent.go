@@ -226,6 +226,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 
 	probes := probe.NewManager(probe.Options{Exec: rt, Status: statuses, Recorder: probeRecorder(rec), Clock: a.clock})
+	rotation := newLogRotation(cfg, rt, a.clock)
 	syncer := podsync.New(podsync.Options{
 		NodeIPs:       nodeIPs,
 		PodLogsDir:    cfg.PodLogsDir,
@@ -246,6 +247,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		RootDir:            a.opts.RootDir,
 		Probes:             probes,
 		Pulls:              startup,
+		Started:            rotation,
 	}, rt, podsyncCgroups(cg), startup.Sink(statuses))
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 	desired := podconfig.New()
@@ -269,7 +271,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return src.Run(ctx) })
 	}
 	g.Go(func() error { return vols.Run(ctx) })
-	g.Go(func() error { return newLogRotation(cfg, rt, a.clock).Run(ctx) })
+	g.Go(func() error { return rotation.Run(ctx) })
 	var mirrors *mirror.Manager
 	if cl != nil {
 		sources = append(sources, apiserver.SourceName)

@@ -4,6 +4,14 @@
 // and the runtime is asked to reopen the log; older rotated files are
 // gzip-compressed and the oldest removed so that at most MaxFiles files,
 // the current one included, remain.
+//
+// Unlike upstream, logs are not only looked at once every monitor
+// interval: between two passes each running container's log is checked
+// again when, at the rate it grew since the last check, it would be half
+// way to MaxSize (at most every CheckPeriod, at least every second, and
+// at most twice as long as the last wait), so a container writing fast is
+// rotated close to MaxSize rather than one interval's worth of output
+// later.
 package logrotate
 
 import (
@@ -16,10 +24,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -47,13 +58,41 @@ type Options struct {
 	MaxFiles   int           // containerLogMaxFiles, at least 2
 	MaxWorkers int           // containerLogMaxWorkers, at least 1
 	Interval   time.Duration // containerLogMonitorInterval
-	Clock      clock.WithTicker
+	// CheckPeriod is the shortest time between two checks of one log
+	// between passes (default 25ms).
+	CheckPeriod time.Duration
+	Clock       clock.WithTicker
 }
 
-// Manager rotates container logs every Interval.
+// maxCheckWait is the longest time between two checks of a running
+// container's log between passes, so that one that starts writing fast
+// after being quiet is noticed within a second.
+const maxCheckWait = time.Second
+
+// Manager rotates container logs every Interval, and between passes
+// those that grow fast (see the package documentation).
 type Manager struct {
 	rt   Runtime
 	opts Options
+
+	mu    sync.Mutex
+	watch map[string]*watched // by container ID: the running containers of the last pass and those started since
+
+	// Containers started since the loop last looked: kept apart so that
+	// telling of one never waits for a rotation.
+	startedMu sync.Mutex
+	started   []*watched
+	wake      chan struct{} // a container was started: recompute the next check
+}
+
+// watched is the log of a running container between passes: its size
+// when it was last checked, and when to check it next.
+type watched struct {
+	target
+	size int64
+	at   time.Time
+	next time.Time
+	wait time.Duration // between the last check and the next
 }
 
 // New returns a Manager; zero options take upstream's defaults.
@@ -67,13 +106,37 @@ func New(rt Runtime, opts Options) *Manager {
 	if opts.Interval <= 0 {
 		opts.Interval = 10 * time.Second
 	}
+	if opts.CheckPeriod <= 0 {
+		opts.CheckPeriod = 25 * time.Millisecond
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Manager{rt: rt, opts: opts}
+	return &Manager{rt: rt, opts: opts, watch: map[string]*watched{}, wake: make(chan struct{}, 1)}
 }
 
-// Run rotates logs every Interval until ctx ends.
+// ContainerStarted watches the log of a container just started, so that
+// it is checked from CheckPeriod on rather than from the next pass.
+func (m *Manager) ContainerStarted(pod *v1.Pod, container, id, logPath string) {
+	if m.opts.MaxSize <= 0 {
+		return
+	}
+	now := m.opts.Clock.Now()
+	t := target{
+		pod:       &runtime.PodStatus{UID: pod.UID, Name: pod.Name, Namespace: pod.Namespace},
+		container: &runtime.ContainerStatus{ID: id, Name: container, State: runtime.ContainerRunning, LogPath: logPath},
+	}
+	m.startedMu.Lock()
+	m.started = append(m.started, &watched{target: t, at: now, wait: m.opts.CheckPeriod, next: now.Add(m.opts.CheckPeriod)})
+	m.startedMu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run rotates logs every Interval, and fast-growing ones in between,
+// until ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
 	if m.opts.MaxSize <= 0 {
 		return nil
@@ -81,15 +144,116 @@ func (m *Manager) Run(ctx context.Context) error {
 	t := m.opts.Clock.NewTicker(m.opts.Interval)
 	defer t.Stop()
 	for {
+		check := m.opts.Clock.NewTimer(m.untilNextCheck())
 		select {
 		case <-ctx.Done():
+			check.Stop()
 			return nil
 		case <-t.C():
+			check.Stop()
 			if err := m.RotateAll(ctx); err != nil {
 				klog.FromContext(ctx).Error(err, "Container log rotation failed")
 			}
+		case <-check.C():
+			m.CheckGrowth(ctx)
+		case <-m.wake:
+			check.Stop()
 		}
 	}
+}
+
+// untilNextCheck is the time until the earliest check of a watched log,
+// or Interval when there is none.
+func (m *Manager) untilNextCheck() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.watchStarted()
+	wait := m.opts.Interval
+	now := m.opts.Clock.Now()
+	for _, w := range m.watch {
+		wait = min(wait, w.next.Sub(now))
+	}
+	return max(wait, 0)
+}
+
+// CheckGrowth checks the watched logs that are due: one over MaxSize is
+// rotated, the others are given their next check by their growth rate.
+func (m *Manager) CheckGrowth(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.watchStarted()
+	for _, w := range m.watch {
+		now := m.opts.Clock.Now()
+		if now.Before(w.next) {
+			continue
+		}
+		fi, err := os.Stat(w.log())
+		if err != nil {
+			// Gone or unreadable: the next pass deals with it.
+			w.next = now.Add(maxCheckWait)
+			continue
+		}
+		size := fi.Size()
+		if size > m.opts.MaxSize {
+			if err := m.rotate(ctx, w.container.ID, w.log()); err != nil {
+				w.logger(ctx).Error(err, "Failed to rotate container log", "path", w.log())
+			}
+			// The new log starts when the rotation is done.
+			done := m.opts.Clock.Now()
+			w.size, w.at, w.wait, w.next = 0, done, m.opts.CheckPeriod, done.Add(m.opts.CheckPeriod)
+			continue
+		}
+		prev := w.size
+		if size < prev {
+			prev = 0 // rotated by a pass since the last check
+		}
+		// Check again when, at the rate the log grew, it would be half
+		// way to MaxSize, or after maxCheckWait if it did not grow; but
+		// wait at most twice as long as last time, since writers are
+		// bursty and a rate seen over a short time can be far too low.
+		wait := maxCheckWait
+		if elapsed := now.Sub(w.at); size > prev && elapsed > 0 {
+			rate := float64(size-prev) / elapsed.Seconds() // bytes a second
+			wait = min(wait, time.Duration(float64(m.opts.MaxSize-size)/rate/2*float64(time.Second)))
+		}
+		wait = max(min(wait, 2*w.wait), m.opts.CheckPeriod)
+		w.wait = wait
+		w.size, w.at, w.next = size, now, now.Add(wait)
+	}
+}
+
+// watchStarted adds the containers started since the last call to the
+// watched logs. m.mu is held.
+func (m *Manager) watchStarted() {
+	m.startedMu.Lock()
+	started := m.started
+	m.started = nil
+	m.startedMu.Unlock()
+	for _, w := range started {
+		m.watch[w.container.ID] = w
+	}
+}
+
+// watchTargets makes targets the watched logs, keeping what is known of
+// those watched already; each is checked next after CheckPeriod.
+func (m *Manager) watchTargets(targets []target) {
+	now := m.opts.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	watch := make(map[string]*watched, len(targets))
+	for _, t := range targets {
+		w, ok := m.watch[t.container.ID]
+		if !ok {
+			w = &watched{target: t, at: now, wait: m.opts.CheckPeriod}
+			if fi, err := os.Stat(t.container.LogPath); err == nil {
+				w.size = fi.Size()
+			}
+		}
+		w.target = t
+		w.next = now.Add(m.opts.CheckPeriod)
+		watch[t.container.ID] = w
+	}
+	m.watch = watch
 }
 
 type target struct {
@@ -97,9 +261,16 @@ type target struct {
 	container *runtime.ContainerStatus
 }
 
+func (t target) log() string { return t.container.LogPath }
+
+func (t target) logger(ctx context.Context) klog.Logger {
+	return klog.FromContext(ctx).WithValues("pod", klog.KRef(t.pod.Namespace, t.pod.Name), "podUID", t.pod.UID, "container", t.container.Name)
+}
+
 // RotateAll makes one pass over the running containers, up to MaxWorkers
-// at a time. Errors of single containers are logged, not returned; the
-// error is that of listing the containers.
+// at a time, and watches their logs until the next pass. Errors of single
+// containers are logged, not returned; the error is that of listing the
+// containers.
 func (m *Manager) RotateAll(ctx context.Context) error {
 	targets, err := m.running(ctx)
 	if err != nil {
@@ -109,14 +280,15 @@ func (m *Manager) RotateAll(ctx context.Context) error {
 	g.SetLimit(m.opts.MaxWorkers)
 	for _, t := range targets {
 		g.Go(func() error {
-			logger := klog.FromContext(ctx).WithValues("pod", klog.KRef(t.pod.Namespace, t.pod.Name), "podUID", t.pod.UID, "container", t.container.Name)
-			if err := m.rotate(ctx, t.container.ID, t.container.LogPath); err != nil {
-				logger.Error(err, "Failed to rotate container log", "path", t.container.LogPath)
+			if err := m.rotate(ctx, t.container.ID, t.log()); err != nil {
+				t.logger(ctx).Error(err, "Failed to rotate container log", "path", t.log())
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	err = g.Wait()
+	m.watchTargets(targets)
+	return err
 }
 
 // running lists the running containers with a log path: ListPods is cheap
@@ -222,7 +394,7 @@ func cleanup(logs []string) ([]string, error) {
 // log about to be rotated and the new current one, at most MaxFiles files
 // remain: MaxFiles-2 rotated ones are kept.
 func (m *Manager) removeExcess(logs []string) ([]string, error) {
-	sort.Strings(logs) // timestamps sort oldest first
+	sortRotated(logs)
 	keep := max(m.opts.MaxFiles-2, 0)
 	i := 0
 	for ; i < len(logs)-keep; i++ {
@@ -270,11 +442,63 @@ func compress(log string) (err error) {
 	return nil
 }
 
+// rotatedName is the name for the current log rotated now:
+// <log>.<timestamp> as upstream, or, when the log was rotated within that
+// second already, <log>.<timestamp>.<n> with n above the counters in use,
+// so that names sort in the order of rotation.
+func (m *Manager) rotatedName(log string) (string, error) {
+	base := log + "." + m.opts.Clock.Now().Format(timestampFormat)
+	same, err := filepath.Glob(globEscape(base) + "*")
+	if err != nil {
+		return "", fmt.Errorf("list rotated logs of %s: %w", log, err)
+	}
+	if len(same) == 0 {
+		return base, nil
+	}
+	n := 0
+	for _, l := range same {
+		n = max(n, counter(l))
+	}
+	return base + "." + strconv.Itoa(n+1), nil
+}
+
+// counter is n of a rotated log <log>.<timestamp>.<n>[.gz], 0 without one.
+func counter(rotated string) int {
+	ext := filepath.Ext(strings.TrimSuffix(rotated, compressSuffix))
+	n, err := strconv.Atoi(strings.TrimPrefix(ext, "."))
+	if err != nil {
+		return 0 // ".<timestamp>" or a temporary file
+	}
+	return n
+}
+
+// sortRotated sorts rotated log files oldest first: by timestamp, then by
+// the counter of rotations within the same second, compressed or not.
+func sortRotated(logs []string) {
+	stamp := func(l string) string {
+		l = strings.TrimSuffix(l, compressSuffix)
+		if counter(l) > 0 {
+			l = strings.TrimSuffix(l, filepath.Ext(l))
+		}
+		return l
+	}
+	sort.SliceStable(logs, func(i, j int) bool {
+		a, b := stamp(logs[i]), stamp(logs[j])
+		if a != b {
+			return a < b
+		}
+		return counter(logs[i]) < counter(logs[j])
+	})
+}
+
 // rotateLatest renames the current log and asks the runtime to reopen it;
 // when the reopen fails the file is renamed back so the next pass tries
 // again.
 func (m *Manager) rotateLatest(ctx context.Context, id, log string) error {
-	rotated := log + "." + m.opts.Clock.Now().Format(timestampFormat)
+	rotated, err := m.rotatedName(log)
+	if err != nil {
+		return err
+	}
 	if err := os.Rename(log, rotated); err != nil {
 		return fmt.Errorf("rotate log %s: %w", log, err)
 	}

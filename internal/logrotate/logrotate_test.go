@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testclock "k8s.io/utils/clock/testing"
 
@@ -107,5 +109,167 @@ func TestReopenFailsRenamesBack(t *testing.T) {
 	}
 	if got := files(t, dir); len(got) != 1 || got[0] != "0.log" {
 		t.Errorf("files %v, want [0.log]", got)
+	}
+}
+
+// newWatched returns a manager (MaxSize 1000, CheckPeriod 50ms) that has
+// made one pass over a container whose log holds 100 bytes.
+func newWatched(t *testing.T) (*Manager, *fakeRuntime, *testclock.FakeClock, string) {
+	t.Helper()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "0.log")
+	rt := &fakeRuntime{pod: &runtime.PodStatus{UID: "u", Name: "p", Namespace: "ns",
+		Containers: []*runtime.ContainerStatus{{ID: "c1", Name: "c", State: runtime.ContainerRunning, LogPath: log}}}}
+	clk := testclock.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	m := New(rt, Options{MaxSize: 1000, MaxFiles: 5, Interval: 10 * time.Second, CheckPeriod: 50 * time.Millisecond, Clock: clk})
+	writeSize(t, log, 100)
+	if err := m.RotateAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rt.reopened) != 0 {
+		t.Fatalf("a 100-byte log was rotated")
+	}
+	return m, rt, clk, log
+}
+
+func writeSize(t *testing.T, path string, n int) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(strings.Repeat("x", n)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCheckGrowth: between passes, a log is checked again by its growth
+// rate and rotated as soon as a check finds it over MaxSize.
+func TestCheckGrowth(t *testing.T) {
+	tests := []struct {
+		name string
+		// steps: time passed and the log's size before each check
+		steps       []time.Duration
+		sizes       []int
+		wantReopens []int // reopen count after each check
+		wantNext    time.Duration
+	}{
+		{
+			name:  "fast writer is rotated at the first check over the limit",
+			steps: []time.Duration{50 * time.Millisecond, 50 * time.Millisecond},
+			sizes: []int{600, 1200}, wantReopens: []int{0, 1},
+			wantNext: 50 * time.Millisecond, // after a rotation: CheckPeriod
+		},
+		{
+			name:  "quiet log: the wait doubles",
+			steps: []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond},
+			sizes: []int{100, 100, 100}, wantReopens: []int{0, 0, 0}, // checks at 50 and 150 ms
+			wantNext: 200 * time.Millisecond,
+		},
+		{
+			name:  "quiet log is rotated at its next check after a burst",
+			steps: []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond},
+			sizes: []int{100, 2000, 2000}, wantReopens: []int{0, 0, 1}, // not due at 100 ms
+			wantNext: 50 * time.Millisecond,
+		},
+		{
+			name:  "quiet log is checked at least every second",
+			steps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond},
+			sizes: []int{100, 100, 100, 100, 100}, wantReopens: []int{0, 0, 0, 0, 0},
+			wantNext: time.Second,
+		},
+		{
+			name:  "log rotated by a pass since the last check: grown from zero",
+			steps: []time.Duration{50 * time.Millisecond, 50 * time.Millisecond},
+			sizes: []int{900, 500}, wantReopens: []int{0, 0}, // 10 kB/s from 0: 500 B left, 25 ms
+			wantNext: 50 * time.Millisecond,
+		},
+		{
+			name:  "slow writer: the wait at most doubles",
+			steps: []time.Duration{50 * time.Millisecond},
+			sizes: []int{110}, wantReopens: []int{0}, // 200 B/s: 890 B left, 2.2 s
+			wantNext: 100 * time.Millisecond,
+		},
+		{
+			name:  "writer near the limit is checked again after CheckPeriod",
+			steps: []time.Duration{50 * time.Millisecond},
+			sizes: []int{900}, wantReopens: []int{0}, // 16 kB/s: 100 B left, 3 ms
+			wantNext: 50 * time.Millisecond,
+		},
+		{
+			name:  "steady writer: half the time to the limit at its rate",
+			steps: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
+			sizes: []int{200, 400}, wantReopens: []int{0, 0}, // 2 kB/s: 600 B left, 0.3 s
+			wantNext: 150 * time.Millisecond,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, rt, clk, log := newWatched(t)
+			for i, d := range tt.steps {
+				clk.Step(d)
+				writeSize(t, log, tt.sizes[i])
+				m.CheckGrowth(context.Background())
+				if got := len(rt.reopened); got != tt.wantReopens[i] {
+					t.Fatalf("check %d: reopened %d times, want %d", i, got, tt.wantReopens[i])
+				}
+			}
+			if got := m.untilNextCheck(); got != tt.wantNext {
+				t.Errorf("next check in %v, want %v", got, tt.wantNext)
+			}
+		})
+	}
+}
+
+// TestRotateTwiceInOneSecond: rotations within one second get counters,
+// and the oldest are removed first.
+func TestRotateTwiceInOneSecond(t *testing.T) {
+	m, _, clk, log := newWatched(t)
+	m.opts.MaxFiles = 4
+	for range 5 {
+		writeSize(t, log, 2000)
+		clk.Step(100 * time.Millisecond)
+		m.CheckGrowth(context.Background())
+	}
+	got := files(t, filepath.Dir(log))
+	want := []string{"0.log", "0.log.20260102-030405.2.gz", "0.log.20260102-030405.3", "0.log.20260102-030405.4"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("files %v, want %v", got, want)
+	}
+}
+
+func TestSortRotated(t *testing.T) {
+	logs := []string{"0.log.20260102-030406", "0.log.20260102-030405.10", "0.log.20260102-030405.2.gz",
+		"0.log.20260102-030405.gz", "0.log.20260102-030405.1"}
+	sortRotated(logs)
+	want := []string{"0.log.20260102-030405.gz", "0.log.20260102-030405.1", "0.log.20260102-030405.2.gz",
+		"0.log.20260102-030405.10", "0.log.20260102-030406"}
+	if strings.Join(logs, ",") != strings.Join(want, ",") {
+		t.Errorf("sorted %v, want %v", logs, want)
+	}
+}
+
+// TestContainerStarted: a container started between passes is watched
+// from CheckPeriod on, and rotated once over MaxSize.
+func TestContainerStarted(t *testing.T) {
+	m, rt, clk, log := newWatched(t)
+	m.watch = map[string]*watched{} // as if c1 had exited
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
+	m.ContainerStarted(pod, "c", "c2", log)
+	select {
+	case <-m.wake:
+	default:
+		t.Error("the run loop was not woken")
+	}
+	if got := m.untilNextCheck(); got != 50*time.Millisecond {
+		t.Errorf("next check in %v, want CheckPeriod", got)
+	}
+	clk.Step(50 * time.Millisecond)
+	writeSize(t, log, 5000)
+	m.CheckGrowth(context.Background())
+	if len(rt.reopened) != 1 || rt.reopened[0] != "c2" {
+		t.Errorf("reopened %v, want [c2]", rt.reopened)
+	}
+
+	off := New(rt, Options{Clock: clk}) // no MaxSize: rotation off
+	off.ContainerStarted(pod, "c", "c3", log)
+	if len(off.started) != 0 {
+		t.Errorf("watching %d logs with rotation off", len(off.watch))
 	}
 }

@@ -2,6 +2,7 @@ package podsync
 
 import (
 	"errors"
+	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,5 +82,29 @@ func TestStartMetrics(t *testing.T) {
 	}
 	if len(rec.started) != 1 || len(rec.finished) != 1 || rec.started[0] != pod.UID {
 		t.Errorf("pull recorder: started %v, finished %v; want one pull of %s", rec.started, rec.finished, pod.UID)
+	}
+}
+
+type startRecorder struct{ container, id, logPath []string }
+
+func (r *startRecorder) ContainerStarted(_ *v1.Pod, container, id, logPath string) {
+	r.container = append(r.container, container)
+	r.id = append(r.id, id)
+	r.logPath = append(r.logPath, logPath)
+}
+
+// Each container started is told with its log file, for log rotation.
+func TestStartedRecorder(t *testing.T) {
+	h := newHarness(t)
+	rec := &startRecorder{}
+	h.syncer.opts.Started = rec
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	h.sync(pod)
+	app := h.running("app")
+	if len(rec.id) != 1 || rec.container[0] != "app" || rec.id[0] != app.ID {
+		t.Fatalf("told of %v %v, want app %s", rec.container, rec.id, app.ID)
+	}
+	if want := filepath.Join(podLogDir(h.syncer.opts.PodLogsDir, pod), "app", "0.log"); rec.logPath[0] != want {
+		t.Errorf("log path %q, want %q", rec.logPath[0], want)
 	}
 }

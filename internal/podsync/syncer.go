@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -119,6 +120,14 @@ type Options struct {
 	// Pulls is told when image pulls for a pod start and end, for the pod
 	// startup latency; nil tells no one.
 	Pulls PullRecorder
+	// Started is told of every container started, with its log file
+	// (log rotation watches it from then on); nil tells no one.
+	Started StartRecorder
+}
+
+// StartRecorder is told of each container started and its log file.
+type StartRecorder interface {
+	ContainerStarted(pod *v1.Pod, container, id, logPath string)
 }
 
 // PullRecorder is told about the image pulls of a pod.
@@ -334,6 +343,9 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 	}
 	s.event(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
 	logger.Info("Started container", "containerID", id, "restartCount", st.restartCount)
+	if s.opts.Started != nil && cfg.LogPath != "" {
+		s.opts.Started.ContainerStarted(pod, c.Name, id, filepath.Join(sbCfg.GetLogDirectory(), cfg.LogPath))
+	}
 	if msg, err := s.runPostStart(ctx, pod, c, id); err != nil {
 		return ReasonPostStartHookError, msg, err
 	}

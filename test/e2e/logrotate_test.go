@@ -18,8 +18,9 @@ import (
 // container writing about 10 MB/s has its log rotated, older rotated files
 // compressed, at most containerLogMaxFiles files kept, and it goes on
 // writing to a fresh file after each rotation (the runtime reopened it).
-// The largest current file seen is logged: with a 3 s interval it can grow
-// by about 30 MB between two passes, as upstream's can.
+// Between the passes of the 3 s interval heartlet checks fast-growing logs
+// again, so no log file grows past twice the maximum size (upstream's
+// would grow by about 30 MB between two passes).
 func TestContainerLogRotation(t *testing.T) {
 	h := newHeartlet(t, "containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 4\ncontainerLogMonitorInterval: 3s\n")
 	t.Cleanup(h.cleanup)
@@ -32,7 +33,7 @@ func TestContainerLogRotation(t *testing.T) {
 	dir := filepath.Join(h.podLogsDir, fmt.Sprintf("default_%s_%s", pod.Name, pod.UID), "chatty")
 
 	var maxFiles int
-	var maxCurrent int64
+	var maxCurrent, maxRotated int64
 	var sawGz, sawRotated, grewAgain bool
 	var lastSize int64
 	deadline := time.Now().Add(30 * time.Second)
@@ -48,6 +49,11 @@ func TestContainerLogRotation(t *testing.T) {
 				sawGz = true
 			case strings.HasPrefix(e.Name(), "0.log."):
 				sawRotated = true
+				// A plain rotated file has the size the log had when
+				// it was rotated.
+				if fi, err := e.Info(); err == nil && !strings.HasSuffix(e.Name(), ".tmp") {
+					maxRotated = max(maxRotated, fi.Size())
+				}
 			}
 		}
 		if fi, err := os.Stat(filepath.Join(dir, "0.log")); err == nil {
@@ -59,9 +65,13 @@ func TestContainerLogRotation(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("largest current log seen: %.1f MiB (max size 1 MiB); most files at once: %d", float64(maxCurrent)/(1<<20), maxFiles)
+	t.Logf("largest current log seen: %.2f MiB, largest rotated file: %.2f MiB (max size 1 MiB); most files at once: %d",
+		float64(maxCurrent)/(1<<20), float64(maxRotated)/(1<<20), maxFiles)
 	if !sawRotated {
 		t.Fatal("the log was never rotated")
+	}
+	if largest := max(maxCurrent, maxRotated); largest > 2<<20 {
+		t.Errorf("a log file reached %.2f MiB, want at most twice containerLogMaxSize (2 MiB)", float64(largest)/(1<<20))
 	}
 	if !sawGz {
 		t.Error("no rotated log was compressed")

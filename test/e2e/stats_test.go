@@ -3,14 +3,12 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -217,41 +215,15 @@ type promSample struct {
 	timestamp int64 // milliseconds; 0 when absent
 }
 
-var seriesRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: (\d+))?$`)
-var labelRE = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
-
-// parseSeries returns the samples of metric name in a text exposition.
-func parseSeries(t *testing.T, text, name string) []promSample {
-	t.Helper()
-	var out []promSample
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := seriesRE.FindStringSubmatch(sc.Text())
-		if m == nil || m[1] != name {
-			continue
-		}
-		s := promSample{labels: map[string]string{}}
-		for _, l := range labelRE.FindAllStringSubmatch(m[2], -1) {
-			s.labels[l[1]] = l[2]
-		}
-		v, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			t.Fatalf("%s: bad value %q", name, m[3])
-		}
-		s.value = v
-		if m[4] != "" {
-			s.timestamp, _ = strconv.ParseInt(m[4], 10, 64)
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// find returns the promSample of name whose labels include want.
+// find returns the series of family name in a text exposition whose
+// labels include want.
 func find(t *testing.T, text, name string, want map[string]string) (promSample, bool) {
 	t.Helper()
-	for _, s := range parseSeries(t, text, name) {
+	for _, m := range families(t, []byte(text))[name].GetMetric() {
+		s := promSample{labels: map[string]string{}, timestamp: m.GetTimestampMs()}
+		for _, l := range m.GetLabel() {
+			s.labels[l.GetName()] = l.GetValue()
+		}
 		ok := true
 		for k, v := range want {
 			if s.labels[k] != v {
@@ -259,9 +231,18 @@ func find(t *testing.T, text, name string, want map[string]string) (promSample, 
 				break
 			}
 		}
-		if ok {
-			return s, true
+		if !ok {
+			continue
 		}
+		switch {
+		case m.Gauge != nil:
+			s.value = m.GetGauge().GetValue()
+		case m.Counter != nil:
+			s.value = m.GetCounter().GetValue()
+		default:
+			s.value = m.GetUntyped().GetValue()
+		}
+		return s, true
 	}
 	return promSample{}, false
 }

@@ -43,9 +43,6 @@ HEARTLET_METRICS_SERVER_BIN=$HEARTLET_CACHE/metrics-server/$HEARTLET_METRICS_SER
 
 STATICCHECK_VERSION=v0.8.2
 CRICTL_VERSION=v1.37.0
-# promtool checks the metrics exposition in the e2e tests; Prometheus
-# versions its Go module v0.3xx for its 3.x releases.
-PROMTOOL_VERSION=v0.316.0
 
 # Go may not be on PATH in a fresh root shell.
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares a Debian bookworm machine (as root) for heartlet's tests:
-# packages, kernel modules and sysctls, staticcheck, crictl and promtool, and the test
+# packages, kernel modules and sysctls, staticcheck and crictl, and the test
 # images. Idempotent; fast when everything is already in place.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -68,7 +68,6 @@ go_tool() {
 }
 go_tool staticcheck honnef.co/go/tools "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 go_tool crictl sigs.k8s.io/cri-tools "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
-go_tool promtool github.com/prometheus/prometheus "github.com/prometheus/prometheus/cmd/promtool@$PROMTOOL_VERSION"
 
 "$HEARTLET_REPO/hack/images.sh"
 

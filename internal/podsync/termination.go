@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/runtime"
+	"github.com/heartlet/heartlet/internal/volume"
 )
 
 // Termination message limits, as upstream (pkg/kubelet/container).
@@ -60,9 +61,11 @@ func (s *Syncer) terminationMessageMount(ctx context.Context, pod *v1.Pod, c *v1
 		return nil
 	}
 	logger := klog.FromContext(ctx).WithValues("container", c.Name)
-	dir := podContainerDir(s.opts.RootDir, pod.UID, c.Name)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		logger.Error(err, "Failed to create the container directory for the termination message", "path", dir)
+	// The directories up to the root directory keep other local users
+	// out: the file itself is writable by any user of the container.
+	dir, err := volume.MakePodDir(s.opts.RootDir, pod.UID, "containers", c.Name)
+	if err != nil {
+		logger.Error(err, "Failed to create the container directory for the termination message", "path", podContainerDir(s.opts.RootDir, pod.UID, c.Name))
 		return nil
 	}
 	var id [4]byte

@@ -85,6 +85,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 
+	// As upstream's data directories: 0750, also when they exist wider.
+	if err := volume.MakeDataDirs(a.opts.RootDir); err != nil {
+		return fmt.Errorf("root directory (--root-dir): %w", err)
+	}
+
 	var cl *kubeclient.Client
 	if a.opts.Kubeconfig != "" {
 		var err error

@@ -12,13 +12,17 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
+	"strings"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/runtime"
+	"github.com/heartlet/heartlet/internal/volume"
 )
 
 // Termination message limits, as upstream (pkg/kubelet/container).
@@ -57,9 +61,11 @@ func (s *Syncer) terminationMessageMount(ctx context.Context, pod *v1.Pod, c *v1
 		return nil
 	}
 	logger := klog.FromContext(ctx).WithValues("container", c.Name)
-	dir := podContainerDir(s.opts.RootDir, pod.UID, c.Name)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		logger.Error(err, "Failed to create the container directory for the termination message", "path", dir)
+	// The directories up to the root directory keep other local users
+	// out: the file itself is writable by any user of the container.
+	dir, err := volume.MakePodDir(s.opts.RootDir, pod.UID, "containers", c.Name)
+	if err != nil {
+		logger.Error(err, "Failed to create the container directory for the termination message", "path", podContainerDir(s.opts.RootDir, pod.UID, c.Name))
 		return nil
 	}
 	var id [4]byte
@@ -109,7 +115,7 @@ func (s *Syncer) fillTerminationMessages(ctx context.Context, pod *v1.Pod, rs *r
 		}
 		msg, ok := known[rec.ID]
 		if !ok {
-			tmsg, fromLog := s.terminationMessage(ctx, rec)
+			tmsg, fromLog := s.terminationMessage(ctx, pod, rec)
 			msg = combineMessages(rec.Message, tmsg)
 			if !fromLog {
 				next[rec.ID] = msg
@@ -147,16 +153,16 @@ func combineMessages(runtimeMsg, termMsg string) string {
 	return runtimeMsg + ": " + termMsg
 }
 
-// terminationMessage reads the message an exited container left: the
-// file behind its terminationMessagePath (found through the container's
-// mounts, which the runtime keeps, so this works after a restart of
-// heartlet too), else, under FallbackToLogsOnError for a failed container,
-// the tail of its log.
-func (s *Syncer) terminationMessage(ctx context.Context, rec *runtime.ContainerStatus) (msg string, fromLog bool) {
+// terminationMessage reads the message an exited container of pod left:
+// the file heartlet created for that attempt (found through the
+// container's mounts, which the runtime keeps, so this works after a
+// restart of heartlet too), else, under FallbackToLogsOnError for a failed
+// container, the tail of its log.
+func (s *Syncer) terminationMessage(ctx context.Context, pod *v1.Pod, rec *runtime.ContainerStatus) (msg string, fromLog bool) {
 	info, _ := runtime.ParseContainerAnnotations(rec.Annotations)
 	fallback := info.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError &&
 		rec.ExitCode != 0 && rec.Reason != reasonContainerCannotRun
-	msg, checkLogs := readTerminationFile(rec.Mounts, info.TerminationMessagePath, fallback)
+	msg, checkLogs := readTerminationFile(s.opts.RootDir, pod.UID, rec.Name, rec.Mounts, info.TerminationMessagePath, fallback)
 	if !checkLogs {
 		return msg, false
 	}
@@ -168,33 +174,81 @@ func (s *Syncer) terminationMessage(ctx context.Context, rec *runtime.ContainerS
 	return tail, true
 }
 
-// readTerminationFile reads the last maxTerminationMessageBytes of the
-// file mounted at containerPath. checkLogs tells the caller to use the log
-// instead: fallback is set and there is no file or it is empty.
-func readTerminationFile(mounts []runtime.Mount, containerPath string, fallback bool) (msg string, checkLogs bool) {
-	if containerPath == "" {
-		return "", fallback
+// terminationFileName matches the name terminationMessageMount gives a
+// file: 8 hexadecimal digits.
+var terminationFileName = regexp.MustCompile(`^[0-9a-f]{8}$`)
+
+// terminationFile returns, relative to root, the file heartlet created for
+// the container's attempt and mounted at containerPath: the last mount at
+// that path whose host path is <root>/pods/<uid>/containers/<name>/<8 hex
+// digits>. Any other mount at the path is not the message.
+//
+// A container may also mount a volume at its terminationMessagePath (or a
+// file of a volume there through subPath). Upstream reads whichever mount
+// at the path the runtime lists first, which is the volume's: its host
+// path is inside a volume the pod's containers can write, where a file can
+// be swapped for a symbolic link to any file of the node that the kubelet
+// then reads into the status. heartlet never reads such a mount. Its own
+// file is mounted after the volumes, so in the container it lies on top of
+// the volume at that path and receives what the container writes there;
+// that file alone is the message. Without a root directory there is no
+// such file and no message (but the log under FallbackToLogsOnError).
+func terminationFile(root string, uid types.UID, name string, mounts []runtime.Mount, containerPath string) (rel []string, ok bool) {
+	if root == "" {
+		return nil, false
 	}
-	containerPath = absContainerPath(containerPath)
-	for _, m := range mounts {
+	dir := podContainerDir(root, uid, name)
+	for i := len(mounts) - 1; i >= 0; i-- {
+		m := mounts[i]
 		if m.ContainerPath != containerPath {
 			continue
 		}
-		data, err := readTail(m.HostPath, maxTerminationMessageBytes)
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", fallback
+		if filepath.Dir(m.HostPath) != dir || !terminationFileName.MatchString(filepath.Base(m.HostPath)) {
+			continue
 		}
-		if err != nil {
-			return fmt.Sprintf("Error on reading termination log %s: %v", m.HostPath, err), false
+		rel = []string{"pods", string(uid), "containers", name, filepath.Base(m.HostPath)}
+		for _, e := range rel {
+			if e == "" || e == "." || e == ".." || strings.ContainsRune(e, '/') {
+				return nil, false
+			}
 		}
-		return string(data), fallback && len(data) == 0
+		return rel, true
 	}
-	return "", fallback
+	return nil, false
 }
 
-// readTail returns at most max bytes from the end of the file.
-func readTail(name string, max int64) ([]byte, error) {
-	f, err := os.Open(name)
+// readTerminationFile reads the last maxTerminationMessageBytes of the
+// file heartlet created for the container (see terminationFile). checkLogs
+// tells the caller to use the log instead: fallback is set and there is no
+// file or it is empty.
+func readTerminationFile(root string, uid types.UID, name string, mounts []runtime.Mount, containerPath string, fallback bool) (msg string, checkLogs bool) {
+	if containerPath == "" {
+		return "", fallback
+	}
+	rel, ok := terminationFile(root, uid, name, mounts, absContainerPath(containerPath))
+	if !ok {
+		return "", fallback
+	}
+	data, err := readTail(root, rel, maxTerminationMessageBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fallback
+	}
+	if err != nil {
+		return fmt.Sprintf("Error on reading termination log %s: %v", filepath.Join(append([]string{root}, rel...)...), err), false
+	}
+	return string(data), fallback && len(data) == 0
+}
+
+// errNotRegular is returned by readTail for anything but a regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// readTail returns at most max bytes from the end of the regular file
+// root/rel[0]/rel[1]/..., opened one component at a time below root
+// without following a symbolic link (ELOOP for one, ENOTDIR for a
+// non-directory in a directory's place), without blocking (a FIFO) and
+// without becoming the controlling terminal. root itself may be a link.
+func readTail(root string, rel []string, max int64) ([]byte, error) {
+	f, err := openBelow(root, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -203,14 +257,43 @@ func readTail(name string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s", errNotRegular, fi.Mode().Type())
+	}
 	off := fi.Size() - max
 	if off < 0 {
 		off = 0
 	}
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		return nil, err
+	return io.ReadAll(io.NewSectionReader(f, off, max))
+}
+
+// openBelow opens root/rel... for reading, each component of rel with
+// O_NOFOLLOW.
+func openBelow(root string, rel []string) (*os.File, error) {
+	if len(rel) == 0 {
+		return nil, errors.New("open below root: empty path")
 	}
-	return io.ReadAll(io.LimitReader(f, max))
+	dfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
+	}
+	cur := root
+	for i, e := range rel {
+		cur = filepath.Join(cur, e)
+		flags := unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if i < len(rel)-1 {
+			flags |= unix.O_DIRECTORY
+		} else {
+			flags |= unix.O_NONBLOCK | unix.O_NOCTTY
+		}
+		fd, err := unix.Openat(dfd, e, flags, 0)
+		_ = unix.Close(dfd)
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: cur, Err: err}
+		}
+		dfd = fd
+	}
+	return os.NewFile(uintptr(dfd), cur), nil
 }
 
 // tailCRILog returns the content of the last lines lines of a CRI log file

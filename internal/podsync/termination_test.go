@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -217,8 +219,16 @@ func TestTailCRILogLimits(t *testing.T) {
 // annotations, exit code, runtime reason and message.
 func TestFillTerminationMessages(t *testing.T) {
 	dir := t.TempDir()
-	file := func(name, content string) string {
-		p := filepath.Join(dir, name)
+	n := 0
+	// file writes a termination message file of container c1 of pod uid1
+	// as terminationMessageMount names it.
+	file := func(content string) string {
+		n++
+		cdir := podContainerDir(dir, "uid1", "c1")
+		if err := os.MkdirAll(cdir, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(cdir, fmt.Sprintf("%08x", n))
 		if err := os.WriteFile(p, []byte(content), 0o666); err != nil {
 			t.Fatal(err)
 		}
@@ -245,26 +255,26 @@ func TestFillTerminationMessages(t *testing.T) {
 		rec        *runtime.ContainerStatus
 		want       string
 	}{
-		{name: "file", containers: 1, rec: rec("c1", "/dev/termination-log", "File", 0, "Completed", "", file("f1", "bye")), want: "bye"},
-		{name: "relative path is made absolute", containers: 1, rec: rec("c1", "dev/termination-log", "File", 0, "Completed", "", file("f2", "rel")), want: "rel"},
+		{name: "file", containers: 1, rec: rec("c1", "/dev/termination-log", "File", 0, "Completed", "", file("bye")), want: "bye"},
+		{name: "relative path is made absolute", containers: 1, rec: rec("c1", "dev/termination-log", "File", 0, "Completed", "", file("rel")), want: "rel"},
 		// Upstream getTerminationMessage: the last 4 KiB of the file.
-		{name: "file over 4 KiB keeps its end", containers: 1, rec: rec("c1", "/dev/termination-log", "File", 1, "Error", "", file("f3", big)), want: strings.Repeat("b", 4096)},
+		{name: "file over 4 KiB keeps its end", containers: 1, rec: rec("c1", "/dev/termination-log", "File", 1, "Error", "", file(big)), want: strings.Repeat("b", 4096)},
 		// Upstream convertToKubeContainerStatus: "<runtime message>: <file>".
-		{name: "runtime message first", containers: 1, rec: rec("c1", "/dev/termination-log", "File", 137, "OOMKilled", "out of memory", file("f4", "oom")), want: "out of memory: oom"},
-		{name: "runtime message alone", containers: 1, rec: rec("c1", "/dev/termination-log", "File", 128, "StartError", "exec: \"nope\": executable file not found", file("f5", "")), want: "exec: \"nope\": executable file not found"},
+		{name: "runtime message first", containers: 1, rec: rec("c1", "/dev/termination-log", "File", 137, "OOMKilled", "out of memory", file("oom")), want: "out of memory: oom"},
+		{name: "runtime message alone", containers: 1, rec: rec("c1", "/dev/termination-log", "File", 128, "StartError", "exec: \"nope\": executable file not found", file("")), want: "exec: \"nope\": executable file not found"},
 		{name: "no mount", containers: 1, rec: rec("c1", "/dev/termination-log", "File", 1, "Error", "", ""), want: ""},
-		{name: "missing file", containers: 1, rec: rec("c1", "/dev/termination-log", "File", 1, "Error", "", filepath.Join(dir, "gone")), want: ""},
+		{name: "missing file", containers: 1, rec: rec("c1", "/dev/termination-log", "File", 1, "Error", "", filepath.Join(podContainerDir(dir, "uid1", "c1"), "0000abcd")), want: ""},
 		// Under FallbackToLogsOnError a failed container with no file
 		// reads its log; an unreadable log says so, as upstream.
 		{name: "fallback with a missing log", containers: 1, rec: rec("c1", "/dev/termination-log", "FallbackToLogsOnError", 1, "Error", "", ""), want: "Error on reading termination message from logs: open " + filepath.Join(dir, "no-such.log") + ": no such file or directory"},
 		// A container that could not run has no log to fall back to.
 		{name: "no fallback for ContainerCannotRun", containers: 1, rec: rec("c1", "/dev/termination-log", "FallbackToLogsOnError", 128, "ContainerCannotRun", "", ""), want: ""},
 		// Upstream normalizeStatus: 12 KiB shared by the pod's containers.
-		{name: "pod limit shared by four containers", containers: 4, rec: rec("c1", "/dev/termination-log", "File", 1, "Error", "", file("f6", strings.Repeat("z", 4096))), want: strings.Repeat("z", 3072)},
+		{name: "pod limit shared by four containers", containers: 4, rec: rec("c1", "/dev/termination-log", "File", 1, "Error", "", file(strings.Repeat("z", 4096))), want: strings.Repeat("z", 3072)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := New(Options{}, nil, nil, nil)
+			s := New(Options{RootDir: dir}, nil, nil, nil)
 			pod := testPod(v1.RestartPolicyNever, nil)
 			for i := 0; i < tt.containers; i++ {
 				pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{Name: fmt.Sprintf("c%d", i+1)})
@@ -281,7 +291,11 @@ func TestFillTerminationMessages(t *testing.T) {
 // Once read, an exited container's message is kept: it survives the
 // removal of its file (the pod directory goes when the pod terminates).
 func TestTerminationMessageKept(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "msg")
+	root := t.TempDir()
+	p := filepath.Join(podContainerDir(root, "uid1", "app"), "0123abcd")
+	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(p, []byte("kept"), 0o666); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +306,7 @@ func TestTerminationMessageKept(t *testing.T) {
 			Mounts:      []runtime.Mount{{HostPath: p, ContainerPath: "/dev/termination-log"}},
 		}
 	}
-	s := New(Options{}, nil, nil, nil)
+	s := New(Options{RootDir: root}, nil, nil, nil)
 	pod := testPod(v1.RestartPolicyNever, nil, "app")
 	rs := &runtime.PodStatus{UID: pod.UID, Containers: []*runtime.ContainerStatus{newRec()}}
 	s.fillTerminationMessages(t.Context(), pod, rs)
@@ -347,5 +361,183 @@ func TestTerminationMessageFromLogIsReread(t *testing.T) {
 	s.fillTerminationMessages(t.Context(), pod, rs)
 	if got := rs.Containers[0].Message; got != "first\nlate\n" {
 		t.Errorf("message after the log grew = %q, want %q", got, "first\nlate\n")
+	}
+}
+
+// The termination message is read only from the file heartlet created for
+// the attempt, below <root>/pods/<uid>/containers/<name>/, without
+// following a symbolic link or blocking on a FIFO: anything a pod could
+// plant to make heartlet read a file of the node into its status yields no
+// content of that file.
+func TestReadTerminationFileRefusesPlantedFiles(t *testing.T) {
+	const (
+		uid    = "uid1"
+		name   = "app"
+		secret = "NODE-SECRET-0f3c"
+		path   = "/dev/termination-log"
+	)
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(t *testing.T, p, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := func(t *testing.T, target, p string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const own = "0000abcd"
+	tests := []struct {
+		name string
+		// setup prepares root and returns the container's mounts.
+		setup      func(t *testing.T, root, cdir string) []runtime.Mount
+		want       string
+		wantPrefix string
+	}{
+		{
+			name: "own file",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				write(t, filepath.Join(cdir, own), "bye")
+				return []runtime.Mount{{HostPath: filepath.Join(cdir, own), ContainerPath: path}}
+			},
+			want: "bye",
+		},
+		{
+			name: "symlink in the file's place",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				link(t, secretFile, filepath.Join(cdir, own))
+				return []runtime.Mount{{HostPath: filepath.Join(cdir, own), ContainerPath: path}}
+			},
+			wantPrefix: "Error on reading termination log",
+		},
+		{
+			name: "symlink in the container directory's place",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				evil := t.TempDir()
+				link(t, secretFile, filepath.Join(evil, own))
+				link(t, evil, cdir)
+				return []runtime.Mount{{HostPath: filepath.Join(cdir, own), ContainerPath: path}}
+			},
+			wantPrefix: "Error on reading termination log",
+		},
+		{
+			name: "symlink in the pod directory's place",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				evil := t.TempDir()
+				write(t, filepath.Join(evil, "containers", name, own), secret)
+				link(t, evil, filepath.Join(root, "pods", uid))
+				return []runtime.Mount{{HostPath: filepath.Join(cdir, own), ContainerPath: path}}
+			},
+			wantPrefix: "Error on reading termination log",
+		},
+		{
+			name: "FIFO does not block",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				if err := os.MkdirAll(cdir, 0o750); err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.Mkfifo(filepath.Join(cdir, own), 0o666); err != nil {
+					t.Fatal(err)
+				}
+				return []runtime.Mount{{HostPath: filepath.Join(cdir, own), ContainerPath: path}}
+			},
+			wantPrefix: "Error on reading termination log",
+		},
+		{
+			name: "directory",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				write(t, filepath.Join(cdir, own, "x"), secret)
+				return []runtime.Mount{{HostPath: filepath.Join(cdir, own), ContainerPath: path}}
+			},
+			wantPrefix: "Error on reading termination log",
+		},
+		{
+			name: "path outside the container directory",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				return []runtime.Mount{{HostPath: secretFile, ContainerPath: path}}
+			},
+		},
+		{
+			name: "another container's file",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				p := filepath.Join(podContainerDir(root, uid, "other"), own)
+				write(t, p, secret)
+				return []runtime.Mount{{HostPath: p, ContainerPath: path}}
+			},
+		},
+		{
+			name: "a name heartlet does not give",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				p := filepath.Join(cdir, "secret")
+				write(t, p, secret)
+				return []runtime.Mount{{HostPath: p, ContainerPath: path}}
+			},
+		},
+		{
+			// The exploit: a volume's file (subPath) mounted at the path,
+			// swapped for a link to a file of the node by another
+			// container. heartlet's own file is the message.
+			name: "volume host path before the own file",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				vol := filepath.Join(root, "pods", uid, "volumes", "kubernetes.io~empty-dir", "shared", "msg")
+				link(t, secretFile, vol)
+				write(t, filepath.Join(cdir, own), "own")
+				return []runtime.Mount{
+					{HostPath: vol, ContainerPath: path},
+					{HostPath: filepath.Join(cdir, own), ContainerPath: path},
+				}
+			},
+			want: "own",
+		},
+		{
+			name: "volume host path alone",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				vol := filepath.Join(root, "pods", uid, "volumes", "kubernetes.io~empty-dir", "shared", "msg")
+				link(t, secretFile, vol)
+				return []runtime.Mount{{HostPath: vol, ContainerPath: path}}
+			},
+		},
+		{
+			name: "oversize file keeps its last 4 KiB",
+			setup: func(t *testing.T, root, cdir string) []runtime.Mount {
+				write(t, filepath.Join(cdir, own), secret+strings.Repeat("a", 8<<10)+strings.Repeat("z", 4<<10))
+				return []runtime.Mount{{HostPath: filepath.Join(cdir, own), ContainerPath: path}}
+			},
+			want: strings.Repeat("z", 4<<10),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			cdir := podContainerDir(root, uid, name)
+			mounts := tt.setup(t, root, cdir)
+			got, checkLogs := readTerminationFile(root, uid, name, mounts, path, false)
+			if strings.Contains(got, secret) || strings.Contains(got, secret[:6]) {
+				t.Fatalf("message %q holds the node's file", abbreviate(got))
+			}
+			if checkLogs {
+				t.Error("checkLogs without fallback")
+			}
+			switch {
+			case tt.wantPrefix != "":
+				if !strings.HasPrefix(got, tt.wantPrefix) {
+					t.Errorf("message = %q, want prefix %q", got, tt.wantPrefix)
+				}
+			case got != tt.want:
+				t.Errorf("message = %q (%d bytes), want %q (%d bytes)", abbreviate(got), len(got), abbreviate(tt.want), len(tt.want))
+			}
+		})
 	}
 }

@@ -50,7 +50,7 @@ func EnsureServingCert(o TLSOptions) (certFile, keyFile string, err error) {
 	}
 	certFile, keyFile = SelfSignedPaths(o.CertDir)
 	if ok, _ := cert.CanReadCertAndKey(certFile, keyFile); ok {
-		return certFile, keyFile, nil
+		return certFile, keyFile, closeKey(o.CertDir, keyFile)
 	}
 	host := o.Hostname
 	if host == "" {
@@ -66,7 +66,29 @@ func EnsureServingCert(o TLSOptions) (certFile, keyFile string, err error) {
 	if err := keyutil.WriteKey(keyFile, keyPEM); err != nil {
 		return "", "", fmt.Errorf("write serving key (--cert-dir): %w", err)
 	}
-	return certFile, keyFile, nil
+	return certFile, keyFile, closeKey(o.CertDir, keyFile)
+}
+
+// closeKey makes the self-signed serving key readable by its owner alone
+// (0600, also when the file existed with another mode, which writing it
+// keeps) and takes write permission for group and others away from its
+// directory, so no other local user can read or replace the key.
+func closeKey(certDir, keyFile string) error {
+	if err := os.Chmod(keyFile, 0o600); err != nil {
+		return fmt.Errorf("set mode of serving key (--cert-dir): %w", err)
+	}
+	fi, err := os.Stat(certDir)
+	if err != nil {
+		return fmt.Errorf("check --cert-dir: %w", err)
+	}
+	// A sticky directory (such as /tmp) keeps others from replacing the
+	// key already and is left alone.
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 && fi.Mode()&os.ModeSticky == 0 {
+		if err := os.Chmod(certDir, perm&^0o022); err != nil {
+			return fmt.Errorf("set mode of --cert-dir %s: %w", certDir, err)
+		}
+	}
+	return nil
 }
 
 // NewTLSConfig loads or makes the serving certificate and returns the TLS

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -130,5 +131,56 @@ func TestTLSMinVersionEnforced(t *testing.T) {
 	}
 	if err := get(tls.VersionTLS13); err != nil {
 		t.Errorf("a TLS 1.3 client: %v", err)
+	}
+}
+
+// The serving key is the owner's alone and its directory writable by the
+// owner alone, whatever the umask and whatever modes a key and directory
+// made earlier had.
+func TestSelfSignedKeyClosed(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+	}{
+		{name: "new files with umask 0", setup: func(t *testing.T, dir string) {}},
+		{name: "open key and world-writable directory reused", setup: func(t *testing.T, dir string) {
+			if _, _, err := EnsureServingCert(TLSOptions{CertDir: dir, Hostname: "n"}); err != nil {
+				t.Fatal(err)
+			}
+			_, keyFile := SelfSignedPaths(dir)
+			if err := os.Chmod(keyFile, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "open key rewritten", setup: func(t *testing.T, dir string) {
+			if err := os.MkdirAll(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			_, keyFile := SelfSignedPaths(dir)
+			if err := os.WriteFile(keyFile, []byte("not a key"), 0o666); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "pki")
+			tt.setup(t, dir)
+			_, keyFile, err := EnsureServingCert(TLSOptions{CertDir: dir, Hostname: "n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("key file mode %v (%v), want 0600", fi.Mode().Perm(), err)
+			}
+			if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm()&0o022 != 0 {
+				t.Errorf("cert dir mode %v (%v), want no write for group or others", fi.Mode().Perm(), err)
+			}
+		})
 	}
 }

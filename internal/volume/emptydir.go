@@ -1,8 +1,11 @@
 package volume
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -40,11 +43,17 @@ func (m *Manager) setUpEmptyDir(pod *v1.Pod, v *v1.Volume) error {
 	return podOwnership(pod).apply(dir, false, false)
 }
 
-// setUpDir creates a volume directory with mode 0777 (whatever the umask)
+// setUpDir creates a volume directory with mode 0777 (whatever the umask;
+// its parents are DataDirMode)
 // and, when memory is set, mounts a tmpfs on it unless one is there
 // already. sizeLimit (bytes, 0 for none) bounds the tmpfs size.
 func (m *Manager) setUpDir(pod *v1.Pod, dir string, memory bool, sizeLimit int64) error {
-	if err := os.MkdirAll(dir, emptyDirMode); err != nil {
+	// The directories above, up to the root directory, keep other local
+	// users out (see DataDirMode).
+	if _, err := MakePodDir(m.opts.RootDir, pod.UID, "volumes", filepath.Base(filepath.Dir(dir))); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, emptyDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create volume directory %s: %w", dir, err)
 	}
 	if !memory {

@@ -3,7 +3,9 @@
 //
 // Every volume lives below <RootDir>/pods/<uid>/volumes/<plugin>/<name>
 // with upstream's plugin directory names, except hostPath volumes, which
-// are the host path itself:
+// are the host path itself. The directories above a volume, up to the root
+// directory, are DataDirMode (0750), so other local users reach no volume
+// (see MakePodDir):
 //
 //   - emptyDir: a directory (mode 0777) on disk, or a tmpfs mount for
 //     medium Memory;

@@ -3,11 +3,13 @@ package volume
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,13 +107,39 @@ func TestHostPathTypes(t *testing.T) {
 	}
 	defer l.Close()
 	missing := filepath.Join(dir, "missing")
+	dirLink := filepath.Join(dir, "dirlink")
+	if err := os.Symlink(dir, dirLink); err != nil {
+		t.Fatal(err)
+	}
+	// Any block device of the machine; its rows are skipped without one.
+	blockDev := ""
+	if entries, err := os.ReadDir("/dev"); err == nil {
+		for _, e := range entries {
+			if e.Type()&fs.ModeDevice != 0 && e.Type()&fs.ModeCharDevice == 0 {
+				blockDev = filepath.Join("/dev", e.Name())
+				break
+			}
+		}
+	}
+	// Created paths get upstream's modes exactly: 0755 and 0644 under
+	// umask 0.
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	mode := func(want os.FileMode) func(t *testing.T, p string) {
+		return func(t *testing.T, p string) {
+			if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != want {
+				t.Errorf("%s: mode %v (%v), want %#o", p, fi.Mode().Perm(), err, want)
+			}
+		}
+	}
 
 	tests := []struct {
-		name    string
-		path    string
-		typ     *v1.HostPathType
-		wantErr string
-		check   func(t *testing.T, p string)
+		name     string
+		path     string
+		typ      *v1.HostPathType
+		wantErr  string
+		check    func(t *testing.T, p string)
+		needsDev bool
 	}{
 		{name: "nil type", path: missing},
 		{name: "unset type", path: missing, typ: ptr(v1.HostPathUnset)},
@@ -127,6 +155,10 @@ func TestHostPathTypes(t *testing.T) {
 			},
 		},
 		{name: "directory or create on file", path: file, typ: ptr(v1.HostPathDirectoryOrCreate), wantErr: "is not a directory"},
+		{name: "directory or create mode", path: filepath.Join(dir, "new2"), typ: ptr(v1.HostPathDirectoryOrCreate), check: mode(0o755)},
+		{name: "directory or create existing", path: dir, typ: ptr(v1.HostPathDirectoryOrCreate)},
+		{name: "directory through a symlink", path: dirLink, typ: ptr(v1.HostPathDirectory)},
+		{name: "directory on socket", path: sock, typ: ptr(v1.HostPathDirectory), wantErr: "hostPath type check failed: " + sock + " is not a directory, it's a Socket"},
 		{name: "file", path: file, typ: ptr(v1.HostPathFile)},
 		{name: "file on directory", path: dir, typ: ptr(v1.HostPathFile), wantErr: "hostPath type check failed: " + dir + " is not a file, it's a Directory"},
 		{
@@ -138,17 +170,30 @@ func TestHostPathTypes(t *testing.T) {
 				}
 			},
 		},
+		{name: "file or create mode", path: filepath.Join(dir, "newfile2"), typ: ptr(v1.HostPathFileOrCreate), check: mode(0o644)},
+		{name: "file or create existing", path: file, typ: ptr(v1.HostPathFileOrCreate)},
+		{name: "file missing", path: missing, typ: ptr(v1.HostPathFile), wantErr: "hostPath " + missing + " doesn't exist"},
+		{name: "file on char device", path: "/dev/null", typ: ptr(v1.HostPathFile), wantErr: "is not a file, it's a CharDevice"},
+		// As upstream, the parent of a FileOrCreate path must exist.
 		{name: "file or create without parent", path: filepath.Join(dir, "nodir/f"), typ: ptr(v1.HostPathFileOrCreate), wantErr: "create hostPath file"},
 		{name: "file or create on directory", path: dir, typ: ptr(v1.HostPathFileOrCreate), wantErr: "is not a file"},
 		{name: "socket", path: sock, typ: ptr(v1.HostPathSocket)},
 		{name: "socket on file", path: file, typ: ptr(v1.HostPathSocket), wantErr: "is not a socket file, it's a File"},
 		{name: "char device", path: "/dev/null", typ: ptr(v1.HostPathCharDev)},
 		{name: "char device on file", path: file, typ: ptr(v1.HostPathCharDev), wantErr: "is not a character device"},
+		{name: "socket missing", path: missing, typ: ptr(v1.HostPathSocket), wantErr: "hostPath " + missing + " doesn't exist"},
+		{name: "char device on directory", path: dir, typ: ptr(v1.HostPathCharDev), wantErr: "is not a character device, it's a Directory"},
+		{name: "char device on block device", path: blockDev, typ: ptr(v1.HostPathCharDev), wantErr: "is not a character device, it's a BlockDevice", needsDev: true},
+		{name: "block device", path: blockDev, typ: ptr(v1.HostPathBlockDev), needsDev: true},
 		{name: "block device on char device", path: "/dev/null", typ: ptr(v1.HostPathBlockDev), wantErr: "is not a block device, it's a CharDevice"},
+		{name: "block device on file", path: file, typ: ptr(v1.HostPathBlockDev), wantErr: "is not a block device, it's a File"},
 		{name: "invalid type", path: dir, typ: ptr(v1.HostPathType("Pipe")), wantErr: "Pipe is an invalid volume type"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.needsDev && blockDev == "" {
+				t.Skip("no block device in /dev")
+			}
 			e := newEnv(t, false)
 			pod := newPod("u1", v1.Volume{Name: "h", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: tc.path, Type: tc.typ}}})
 			err := e.m.Prepare(context.Background(), pod)

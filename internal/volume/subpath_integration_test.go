@@ -99,6 +99,20 @@ func mountIDs(t *testing.T, path string) []string {
 	return ids
 }
 
+// uniqueMountID is the never reused ID of the mount path is on (Linux
+// 6.8 and later).
+func uniqueMountID(t *testing.T, path string) uint64 {
+	t.Helper()
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID_UNIQUE, &stx); err != nil {
+		t.Fatal(err)
+	}
+	if stx.Mask&unix.STATX_MNT_ID_UNIQUE == 0 {
+		t.Skip("skipping: the kernel has no unique mount IDs")
+	}
+	return stx.Mnt_id
+}
+
 // mountsBelow lists the mount points at or below dir.
 func mountsBelow(t *testing.T, dir string) []string {
 	t.Helper()
@@ -319,17 +333,17 @@ func TestIntegrationSubPathLifecycle(t *testing.T) {
 	}
 
 	// Container restarts: the same mount every time.
-	first := mountIDs(t, got[0])
-	if len(first) != 1 {
-		t.Fatalf("mounts on %s: %v, want one", got[0], first)
+	if ids := mountIDs(t, got[0]); len(ids) != 1 {
+		t.Fatalf("mounts on %s: %v, want one", got[0], ids)
 	}
+	first := uniqueMountID(t, got[0])
 	for range 10 {
 		if _, err := r.mounts(ctx, "c1", specs...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if ids := mountIDs(t, got[0]); len(ids) != 1 || ids[0] != first[0] {
-		t.Errorf("mounts on %s after restarts: %v, want %v", got[0], ids, first)
+	if ids, id := mountIDs(t, got[0]), uniqueMountID(t, got[0]); len(ids) != 1 || id != first {
+		t.Errorf("mounts on %s after restarts: %v, unique ID %d; want one, %d", got[0], ids, id, first)
 	}
 
 	// The subPath replaced by another directory: remounted, still one.
@@ -339,8 +353,8 @@ func TestIntegrationSubPathLifecycle(t *testing.T) {
 	if _, err := r.mounts(ctx, "c1", specs...); err != nil {
 		t.Fatal(err)
 	}
-	if ids := mountIDs(t, got[0]); len(ids) != 1 || ids[0] == first[0] {
-		t.Errorf("mounts on %s after the subPath was replaced: %v (was %v), want one new", got[0], ids, first)
+	if ids, id := mountIDs(t, got[0]), uniqueMountID(t, got[0]); len(ids) != 1 || id == first {
+		t.Errorf("mounts on %s after the subPath was replaced: %v, unique ID %d (was %d); want one new", got[0], ids, id, first)
 	}
 	if _, err := os.Stat(filepath.Join(got[0], "f")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the remounted subPath still shows the old directory: %v", err)

@@ -285,7 +285,7 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		if s.opts.Volumes == nil {
 			return nil, fmt.Errorf("container %s mounts volumes but no volume manager is configured", c.Name)
 		}
-		mounts, err = s.opts.Volumes.MountsWithEnv(pod, c, envMap)
+		mounts, err = s.opts.Volumes.MountsWithEnv(ctx, pod, c, envMap)
 		if err != nil {
 			return nil, err
 		}

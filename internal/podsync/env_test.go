@@ -25,7 +25,7 @@ type fakeVolumes struct {
 var errMissing = errors.New("missing")
 
 func (f *fakeVolumes) Prepare(context.Context, *v1.Pod) error { f.prepared++; return f.prepareErr }
-func (f *fakeVolumes) MountsWithEnv(_ *v1.Pod, c *v1.Container, _ map[string]string) ([]*runtimeapi.Mount, error) {
+func (f *fakeVolumes) MountsWithEnv(_ context.Context, _ *v1.Pod, c *v1.Container, _ map[string]string) ([]*runtimeapi.Mount, error) {
 	var out []*runtimeapi.Mount
 	for _, m := range c.VolumeMounts {
 		out = append(out, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: "/vol/" + m.Name})

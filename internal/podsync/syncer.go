@@ -63,7 +63,7 @@ type Cgroups interface {
 // objects its environment references.
 type Volumes interface {
 	Prepare(ctx context.Context, pod *v1.Pod) error
-	MountsWithEnv(pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error)
+	MountsWithEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error)
 	Forget(uid types.UID)
 	Cleanup(ctx context.Context, uid types.UID) error
 	ConfigMapValue(ctx context.Context, namespace, name, key string, optional bool) (string, bool, error)

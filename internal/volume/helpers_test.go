@@ -29,11 +29,17 @@ type fakeMounter struct {
 	options    map[string][]string
 	mountCalls int
 	unmounted  []string
+	// binds maps the targets of bind mounts to what their source named
+	// when mounted (a /proc/self/fd/N source read as its link).
+	binds      map[string]string
+	bindErr    error
 	unmountErr error
 	listErr    error
 }
 
-func newFakeMounter() *fakeMounter { return &fakeMounter{options: map[string][]string{}} }
+func newFakeMounter() *fakeMounter {
+	return &fakeMounter{options: map[string][]string{}, binds: map[string]string{}}
+}
 
 func (f *fakeMounter) Mount(source, target, fstype string, options []string) error {
 	f.mu.Lock()
@@ -45,6 +51,32 @@ func (f *fakeMounter) Mount(source, target, fstype string, options []string) err
 	f.mounts = append(f.mounts, MountPoint{Path: filepath.Clean(target), FSType: fstype})
 	f.options[filepath.Clean(target)] = options
 	return nil
+}
+
+func (f *fakeMounter) BindMount(source, target string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.bindErr != nil {
+		return f.bindErr
+	}
+	if _, err := os.Stat(target); err != nil {
+		return fmt.Errorf("fake bind mount: %w", err)
+	}
+	resolved, err := os.Readlink(source)
+	if err != nil {
+		resolved = source
+	}
+	f.mountCalls++
+	f.mounts = append(f.mounts, MountPoint{Path: filepath.Clean(target), FSType: "bind"})
+	f.binds[filepath.Clean(target)] = resolved
+	return nil
+}
+
+// bound returns what target was last bind-mounted from.
+func (f *fakeMounter) bound(target string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.binds[target]
 }
 
 func (f *fakeMounter) Unmount(target string) error {

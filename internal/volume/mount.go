@@ -21,12 +21,17 @@ type MountPoint struct {
 }
 
 // Mounter mounts and unmounts the tmpfs filesystems of memory-backed
-// volumes and lists the mount table. The default uses mount(2), umount(2)
-// and /proc/self/mountinfo; tests use a fake so that they need no root.
+// volumes and the bind mounts of subPaths, and lists the mount table. The
+// default uses mount(2), umount(2) and /proc/self/mountinfo; tests use a
+// fake so that they need no root.
 type Mounter interface {
 	// Mount mounts a filesystem of type fstype from source on target with
 	// the given options (joined with commas, as mount(8) takes them).
 	Mount(source, target, fstype string, options []string) error
+	// BindMount bind-mounts source on target (not recursively). The
+	// kernel resolves source in the calling process, so a
+	// /proc/self/fd/<fd> source mounts the file the descriptor holds.
+	BindMount(source, target string) error
 	// Unmount unmounts target.
 	Unmount(target string) error
 	// List returns the current mount points.
@@ -47,6 +52,14 @@ func NewSystemMounter() Mounter { return systemMounter{} }
 func (systemMounter) Mount(source, target, fstype string, options []string) error {
 	if err := unix.Mount(source, target, fstype, 0, strings.Join(options, ",")); err != nil {
 		return fmt.Errorf("mount %s (%s) on %s: %w", source, fstype, target, err)
+	}
+	return nil
+}
+
+// BindMount implements Mounter.
+func (systemMounter) BindMount(source, target string) error {
+	if err := unix.Mount(source, target, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind-mount %s on %s: %w", source, target, err)
 	}
 	return nil
 }

@@ -1,10 +1,9 @@
 package volume
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -17,20 +16,25 @@ import (
 
 // Mounts returns the CRI mounts of the container's volumeMounts, in order.
 // configMap, secret, downwardAPI and projected volumes are always mounted
-// read-only. A subPath is resolved inside its volume (missing directories
-// are created with the volume directory's mode; ".." elements, absolute
-// paths and symbolic links leading out of the volume are refused with
-// ErrInvalidSubPath). A subPathExpr is expanded with the environment the
-// container spec gives literally or through pod and node fields; use
+// read-only. A subPath is opened inside its volume and bind-mounted below
+// <RootDir>/pods/<uid>/volume-subpaths, and that mount is what the runtime
+// gets (see subpath.go: missing directories are created with the volume
+// directory's mode; ".." elements, absolute paths and symbolic links
+// leading out of the volume are refused with ErrInvalidSubPath). A
+// subPathExpr is expanded with the environment the container spec gives
+// literally or through pod and node fields, then handled as a subPath; use
 // MountsWithEnv when it references ConfigMaps or Secrets. Volumes must
-// have been prepared.
-func (m *Manager) Mounts(pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
-	return m.MountsWithEnv(pod, c, nil)
+// have been prepared. Calls for one pod are serialized with Prepare and
+// Cleanup.
+func (m *Manager) Mounts(ctx context.Context, pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
+	return m.MountsWithEnv(ctx, pod, c, nil)
 }
 
 // MountsWithEnv is Mounts with the container's resolved environment for
 // subPathExpr expansion; a nil env is computed as Mounts does.
-func (m *Manager) MountsWithEnv(pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
+func (m *Manager) MountsWithEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error) {
+	st := m.acquire(pod.UID)
+	defer st.mu.Unlock()
 	vols := make(map[string]*v1.Volume, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
@@ -58,7 +62,14 @@ func (m *Manager) MountsWithEnv(pod *v1.Pod, c *v1.Container, env map[string]str
 			}
 		}
 		if subPath != "" {
-			hostPath, err = resolveSubPath(hostPath, subPath)
+			if err := validateSubPath(subPath); err != nil {
+				return nil, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
+			}
+			target, err := m.subPathTarget(pod, vm.Name, c.Name, i)
+			if err != nil {
+				return nil, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
+			}
+			hostPath, err = m.bindSubPath(ctx, hostPath, subPath, target)
 			if err != nil {
 				return nil, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
 			}
@@ -139,75 +150,6 @@ func validateSubPath(sub string) error {
 		}
 	}
 	return nil
-}
-
-// resolveSubPath returns the real path of sub inside the volume directory
-// base. Missing directories along sub are created with base's permission
-// bits; a symbolic link is followed only when its target stays inside
-// base. The returned path contains no symbolic link, so what was checked is
-// what the runtime mounts (the runtime resolves it again; a container that
-// swaps a directory for a link between the two can still race this check,
-// which a bind mount of an opened file descriptor would close).
-func resolveSubPath(base, sub string) (string, error) {
-	if err := validateSubPath(sub); err != nil {
-		return "", err
-	}
-	realBase, err := filepath.EvalSymlinks(base)
-	if err != nil {
-		return "", fmt.Errorf("resolve volume path %s: %w", base, err)
-	}
-	bi, err := os.Stat(realBase)
-	if err != nil {
-		return "", fmt.Errorf("check volume path %s: %w", realBase, err)
-	}
-	perm := bi.Mode().Perm()
-
-	cur := realBase
-	for _, e := range strings.Split(sub, "/") {
-		if e == "" || e == "." {
-			continue
-		}
-		next := filepath.Join(cur, e)
-		fi, err := os.Lstat(next)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			if err := os.Mkdir(next, perm); err != nil && !errors.Is(err, fs.ErrExist) {
-				return "", fmt.Errorf("create subPath directory %s: %w", next, err)
-			}
-			// Re-check: the name may have appeared as a link meanwhile.
-			fi, err = os.Lstat(next)
-			if err != nil {
-				return "", fmt.Errorf("check subPath %s: %w", next, err)
-			}
-			if fi.Mode()&fs.ModeSymlink == 0 {
-				if err := os.Chmod(next, perm); err != nil {
-					return "", fmt.Errorf("set mode of subPath directory %s: %w", next, err)
-				}
-				cur = next
-				continue
-			}
-		case err != nil:
-			return "", fmt.Errorf("check subPath %s: %w", next, err)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			target, err := filepath.EvalSymlinks(next)
-			if err != nil {
-				return "", fmt.Errorf("resolve subPath %s: %w", next, err)
-			}
-			if !within(realBase, target) {
-				return "", fmt.Errorf("%w: subpath %q not within volume path %q", ErrInvalidSubPath, sub, base)
-			}
-			cur = target
-			continue
-		}
-		cur = next
-	}
-	return cur, nil
-}
-
-// within reports whether p is base or below it (both clean and absolute).
-func within(base, p string) bool {
-	return p == base || strings.HasPrefix(p, strings.TrimSuffix(base, "/")+"/")
 }
 
 // expandSubPathExpr expands $(VAR) references with env ($$ escapes a

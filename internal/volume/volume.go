@@ -327,11 +327,13 @@ func (m *Manager) Forget(uid types.UID) {
 	m.tokens.forget(uid)
 }
 
-// Cleanup unmounts every mount below the pod's directory (deepest first),
-// then removes <RootDir>/pods/<uid> and forgets the pod. When an unmount
-// fails nothing is removed, so that no content of a still-mounted
-// filesystem is deleted; the call can be retried. It is idempotent and safe
-// without Prepare.
+// Cleanup unmounts the pod's subPath mounts and removes their directory,
+// then unmounts every other mount below the pod's directory (deepest
+// first), then removes <RootDir>/pods/<uid> and forgets the pod. When an
+// unmount fails nothing more is removed, so that no content of a
+// still-mounted filesystem is deleted; the call can be retried. It is
+// idempotent and safe without Prepare, and after a restart of heartlet
+// (everything is found on disk and in the mount table).
 func (m *Manager) Cleanup(ctx context.Context, uid types.UID) error {
 	st := m.acquire(uid)
 	defer st.mu.Unlock()
@@ -339,6 +341,10 @@ func (m *Manager) Cleanup(ctx context.Context, uid types.UID) error {
 	m.tokens.forget(uid)
 
 	podDir := m.PodDir(uid)
+	// SubPath mounts first: they point into the volumes.
+	if err := m.cleanSubPaths(ctx, podDir); err != nil {
+		return err
+	}
 	if err := m.unmountBelow(ctx, podDir); err != nil {
 		return err
 	}

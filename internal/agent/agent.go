@@ -250,9 +250,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		Started:            rotation,
 	}, rt, podsyncCgroups(cg), startup.Sink(statuses))
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
-	desired := podconfig.New()
 
 	g, ctx := errgroup.WithContext(ctx)
+	desired := podconfig.New(ctx)
 	for _, s := range servers {
 		g.Go(func() error { return s.Run(ctx) })
 	}

@@ -8,7 +8,7 @@
 #
 #   hack/fuzz.sh [FUZZTIME] [TARGET-REGEXP]
 #
-# The CI stage (hack/test.sh) runs hack/fuzz.sh 4s; docs/fuzzing.md
+# The CI stage (hack/test.sh) runs hack/fuzz.sh 2s; docs/fuzzing.md
 # records the longer runs.
 set -uo pipefail
 # shellcheck source=hack/lib.sh

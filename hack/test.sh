@@ -7,7 +7,8 @@
 # Environment:
 #   HEARTLET_E2E_RUN   passed to the e2e run as -run (select tests)
 #   HEARTLET_E2E_SKIP  passed to the e2e run as -skip (default: none)
-#   HEARTLET_SKIP_E2E  set to 1 to stop after the unit tests
+#   HEARTLET_FUZZTIME  how long each fuzz target runs (default 2s)
+#   HEARTLET_SKIP_E2E  set to 1 to stop after the unit and fuzz tests
 #   HEARTLET_SKIP_KUBE set to 1 to run the e2e tests without the control
 #                      plane of hack/kube.sh (the cluster tests then skip)
 #   HEARTLET_ARTIFACTS directory for the daemons' logs (default: a new
@@ -64,6 +65,9 @@ stage gofmt gofmt_check
 stage vet go vet -tags e2e ./...
 stage staticcheck staticcheck -tags e2e ./...
 stage unit go test -race ./...
+# Every fuzz target for 2 s (with building, about 2.5 minutes); a failing
+# input lands in testdata/fuzz/ (docs/fuzzing.md).
+stage fuzz hack/fuzz.sh "${HEARTLET_FUZZTIME:-2s}"
 
 if [[ ${HEARTLET_SKIP_E2E:-} == 1 ]]; then
 	finish

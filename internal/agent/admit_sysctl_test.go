@@ -46,7 +46,7 @@ func TestAdmitSysctls(t *testing.T) {
 			a := &admitter{
 				statuses: statuses,
 				workers:  podworker.New(nil, clk, time.Minute),
-				desired:  podconfig.New(),
+				desired:  podconfig.New(t.Context()),
 				sysctls:  tc.allow,
 			}
 			pod := &v1.Pod{

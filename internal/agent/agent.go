@@ -255,9 +255,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		Started:            rotation,
 	}, rt, podsyncCgroups(cg), startup.Sink(statuses))
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
-	desired := podconfig.New()
 
 	g, ctx := errgroup.WithContext(ctx)
+	desired := podconfig.New(ctx)
 	for _, s := range servers {
 		g.Go(func() error { return s.Run(ctx) })
 	}
@@ -426,8 +426,8 @@ type housekeeper struct {
 	desired  *podconfig.Config
 	sources  []string
 	workers  *podworker.Workers
-	pleg     *pleg.PLEG
-	syncer   *podsync.Syncer
+	pleg     relister
+	syncer   podRemover
 	cgroups  *cgroups.Manager
 	statuses *status.Manager
 	admitted *admitter
@@ -456,6 +456,18 @@ func (h *housekeeper) recordPodCounts() {
 		mirrors = h.mirrorCount()
 	}
 	metrics.SetPodCounts(h.kinds.counts(h.desired.Pods(), h.admitted.active(""), h.workers.Pods(), mirrors))
+}
+
+// relister tells what runs (the PLEG). Relisted's bool is false before
+// the first successful relist and while the latest one failed: then the
+// pods are not (or no longer) known to be all that runs.
+type relister interface {
+	Relisted() ([]*runtime.PodStatus, bool)
+}
+
+// podRemover deletes what is left of a stopped pod in the runtime.
+type podRemover interface {
+	RemovePod(ctx context.Context, uid types.UID) error
 }
 
 // podDirs lists and removes the pods' directories under the root dir.
@@ -503,8 +515,16 @@ func (h *housekeeper) once(ctx context.Context) {
 			h.admitted.forget(p.UID)
 		}
 	}
+	// Until a relist succeeded, nothing is known of what runs, and while
+	// the runtime fails what is known may be stale: a running pod's
+	// directories, volumes and cgroups would look orphaned.
+	pods, ok := h.pleg.Relisted()
+	if !ok {
+		logger.V(2).Info("Housekeeping waits for a successful relist of the runtime's pods")
+		return
+	}
 	seen := map[types.UID]bool{}
-	for _, rp := range h.pleg.Pods() {
+	for _, rp := range pods {
 		seen[rp.UID] = true
 		if want[rp.UID] || h.workers.Known(rp.UID) {
 			continue

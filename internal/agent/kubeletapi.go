@@ -187,17 +187,17 @@ func logLocator(rt podStatusGetter, pods server.PodLister, podLogsDir string) se
 			return server.LogFile{}, fmt.Errorf("container %q in pod %q has no log file: %w", container, name, server.ErrBadRequest)
 		}
 		id, uid := c.ID, pod.UID
-		return server.LogFile{Path: path, Running: func(ctx context.Context) bool {
+		return server.LogFile{Path: path, Running: func(ctx context.Context) (bool, error) {
 			st, err := rt.GetPodStatus(ctx, uid)
 			if err != nil {
-				return true // unknown: keep following
+				return false, fmt.Errorf("runtime status of pod %q: %w", name, err)
 			}
 			for _, c := range st.Containers {
 				if c.ID == id {
-					return c.State == runtime.ContainerRunning
+					return c.State == runtime.ContainerRunning, nil
 				}
 			}
-			return false
+			return false, nil // removed
 		}}, nil
 	}
 }

@@ -3,13 +3,18 @@ package agent
 import (
 	"context"
 	"errors"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
@@ -17,9 +22,16 @@ import (
 
 type fakeStatuses struct {
 	pods map[types.UID]*runtime.PodStatus
+	// down makes GetPodStatus fail, as an unreachable runtime.
+	down atomic.Bool
 }
 
+var errRuntimeDown = errors.New("runtime unreachable")
+
 func (f *fakeStatuses) GetPodStatus(_ context.Context, uid types.UID) (*runtime.PodStatus, error) {
+	if f.down.Load() {
+		return nil, errRuntimeDown
+	}
 	if p, ok := f.pods[uid]; ok {
 		return p, nil
 	}
@@ -98,9 +110,54 @@ func TestLogLocator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f.Path != tt.wantPath || f.Running(context.Background()) != tt.wantRunning {
-				t.Errorf("got %s running=%v, want %s running=%v", f.Path, f.Running(context.Background()), tt.wantPath, tt.wantRunning)
+			running, err := f.Running(context.Background())
+			if f.Path != tt.wantPath || running != tt.wantRunning || err != nil {
+				t.Errorf("got %s running=%v (err %v), want %s running=%v", f.Path, running, err, tt.wantPath, tt.wantRunning)
 			}
 		})
+	}
+}
+
+// TestFollowEndsWhileRuntimeFails: following the log of a running
+// container ends, with the runtime's error, once the runtime keeps failing
+// to say whether the container still runs; it used to be taken as running
+// for ever, so the request polled until the client went away.
+func TestFollowEndsWhileRuntimeFails(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "0.log")
+	if err := os.WriteFile(path, []byte("2026-01-02T03:04:00Z stdout F hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u1"},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "main"}}}}
+	rt := &fakeStatuses{pods: map[types.UID]*runtime.PodStatus{"u1": {UID: "u1", Containers: []*runtime.ContainerStatus{
+		{ID: "c1", Name: "main", State: runtime.ContainerRunning, LogPath: path},
+	}}}}
+	f, err := logLocator(rt, func() []*v1.Pod { return []*v1.Pod{pod} }, dir)(t.Context(), "ns", "web", "main", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.down.Store(true)
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC))
+	done := make(chan error, 1)
+	go func() { done <- server.ReadLog(t.Context(), f, &server.LogOptions{Follow: true}, io.Discard, clk) }()
+	// Up to an hour of clock time, one poll at a time.
+	for steps := 0; ; {
+		select {
+		case err := <-done:
+			if !errors.Is(err, errRuntimeDown) {
+				t.Fatalf("follow ended with %v, want the runtime's error", err)
+			}
+			return
+		default:
+		}
+		if !clk.HasWaiters() {
+			<-time.After(time.Millisecond)
+			continue
+		}
+		if steps++; steps > 4*3600 {
+			t.Fatal("following still polls after an hour of an unreachable runtime")
+		}
+		clk.Step(250 * time.Millisecond)
 	}
 }

@@ -12,6 +12,11 @@
 // at most twice as long as the last wait), so a container writing fast is
 // rotated close to MaxSize rather than one interval's worth of output
 // later.
+//
+// A rotation that fails is retried with an exponential back-off per
+// container, CheckPeriod doubling up to Interval, and each failure is
+// logged once, so a log that cannot be rotated costs neither a retry nor
+// an error line every CheckPeriod.
 package logrotate
 
 import (
@@ -93,6 +98,20 @@ type watched struct {
 	at   time.Time
 	next time.Time
 	wait time.Duration // between the last check and the next
+	// retry is the back-off after a failed rotation, 0 after a
+	// successful one.
+	retry time.Duration
+}
+
+// failed advances the rotation back-off of w after a failed rotation at
+// now: CheckPeriod, doubling up to Interval.
+func (m *Manager) failed(w *watched, now time.Time) {
+	if w.retry <= 0 {
+		w.retry = m.opts.CheckPeriod
+	} else {
+		w.retry = min(2*w.retry, max(m.opts.Interval, m.opts.CheckPeriod))
+	}
+	w.next = now.Add(w.retry)
 }
 
 // New returns a Manager; zero options take upstream's defaults.
@@ -195,12 +214,15 @@ func (m *Manager) CheckGrowth(ctx context.Context) {
 		}
 		size := fi.Size()
 		if size > m.opts.MaxSize {
-			if err := m.rotate(ctx, w.container.ID, w.log()); err != nil {
-				w.logger(ctx).Error(err, "Failed to rotate container log", "path", w.log())
+			err := m.rotate(ctx, w.container.ID, w.log())
+			done := m.opts.Clock.Now()
+			if err != nil {
+				m.failed(w, done)
+				w.logger(ctx).Error(err, "Failed to rotate container log", "path", w.log(), "retryIn", w.retry)
+				continue
 			}
 			// The new log starts when the rotation is done.
-			done := m.opts.Clock.Now()
-			w.size, w.at, w.wait, w.next = 0, done, m.opts.CheckPeriod, done.Add(m.opts.CheckPeriod)
+			w.size, w.at, w.wait, w.next, w.retry = 0, done, m.opts.CheckPeriod, done.Add(m.opts.CheckPeriod), 0
 			continue
 		}
 		prev := w.size
@@ -235,8 +257,10 @@ func (m *Manager) watchStarted() {
 }
 
 // watchTargets makes targets the watched logs, keeping what is known of
-// those watched already; each is checked next after CheckPeriod.
-func (m *Manager) watchTargets(targets []target) {
+// those watched already; each is checked next after CheckPeriod, or, when
+// its rotation in this pass failed (failed holds its ID), after its next
+// back-off.
+func (m *Manager) watchTargets(targets []target, failed map[string]bool) {
 	now := m.opts.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -250,7 +274,12 @@ func (m *Manager) watchTargets(targets []target) {
 			}
 		}
 		w.target = t
-		w.next = now.Add(m.opts.CheckPeriod)
+		if failed[t.container.ID] {
+			m.failed(w, now)
+		} else {
+			w.retry = 0
+			w.next = now.Add(m.opts.CheckPeriod)
+		}
 		watch[t.container.ID] = w
 	}
 	m.watch = watch
@@ -278,16 +307,21 @@ func (m *Manager) RotateAll(ctx context.Context) error {
 	}
 	var g errgroup.Group
 	g.SetLimit(m.opts.MaxWorkers)
+	var mu sync.Mutex
+	failed := map[string]bool{}
 	for _, t := range targets {
 		g.Go(func() error {
 			if err := m.rotate(ctx, t.container.ID, t.log()); err != nil {
 				t.logger(ctx).Error(err, "Failed to rotate container log", "path", t.log())
+				mu.Lock()
+				failed[t.container.ID] = true
+				mu.Unlock()
 			}
 			return nil
 		})
 	}
 	err = g.Wait()
-	m.watchTargets(targets)
+	m.watchTargets(targets, failed)
 	return err
 }
 

@@ -22,6 +22,10 @@ type fakeRuntime struct {
 	pod       *runtime.PodStatus
 	reopenErr error
 	reopened  []string
+	// attempts records the clock's time of every reopen asked for, when
+	// clk is set.
+	clk      *testclock.FakeClock
+	attempts []time.Time
 }
 
 func (f *fakeRuntime) ListPods(context.Context) ([]*runtime.PodStatus, error) {
@@ -31,6 +35,9 @@ func (f *fakeRuntime) GetPodStatus(context.Context, types.UID) (*runtime.PodStat
 	return f.pod, nil
 }
 func (f *fakeRuntime) ReopenContainerLog(_ context.Context, id string) error {
+	if f.clk != nil {
+		f.attempts = append(f.attempts, f.clk.Now())
+	}
 	if f.reopenErr != nil {
 		return f.reopenErr
 	}
@@ -271,5 +278,60 @@ func TestContainerStarted(t *testing.T) {
 	off.ContainerStarted(pod, "c", "c3", log)
 	if len(off.started) != 0 {
 		t.Errorf("watching %d logs with rotation off", len(off.watch))
+	}
+}
+
+// TestFailingRotationBacksOff: a log over MaxSize whose rotation keeps
+// failing is retried after CheckPeriod, then after twice as long each time
+// up to Interval, not every CheckPeriod; a pass that fails too does not
+// start the back-off over; a success ends it.
+func TestFailingRotationBacksOff(t *testing.T) {
+	m, rt, clk, log := newWatched(t) // CheckPeriod 50 ms, Interval 10 s
+	rt.clk = clk
+	rt.reopenErr = errors.New("runtime unavailable")
+	writeSize(t, log, 2000)
+	ctx := context.Background()
+	check := func(d time.Duration) {
+		for end := clk.Now().Add(d); clk.Now().Before(end); {
+			clk.Step(m.opts.CheckPeriod)
+			m.CheckGrowth(ctx)
+		}
+	}
+	check(30 * time.Second)
+	// 50 ms, then 100, 200, ... 6.4 s, then 10 s: 13 tries in 30 s, where
+	// retrying every CheckPeriod makes 600.
+	if n := len(rt.attempts); n < 5 || n > 14 {
+		t.Fatalf("%d rotation attempts in 30 s, want the back-off's 5 to 14", n)
+	}
+	for i := 2; i < len(rt.attempts); i++ {
+		prev, gap := rt.attempts[i-1].Sub(rt.attempts[i-2]), rt.attempts[i].Sub(rt.attempts[i-1])
+		if gap < prev || gap > m.opts.Interval {
+			t.Fatalf("attempt %d after %v (the one before after %v): want a gap that grows up to the %v interval", i, gap, prev, m.opts.Interval)
+		}
+	}
+	if last := rt.attempts[len(rt.attempts)-1].Sub(rt.attempts[len(rt.attempts)-2]); last != m.opts.Interval {
+		t.Errorf("back-off after 30 s = %v, want the interval %v", last, m.opts.Interval)
+	}
+
+	// A pass fails as well: the next check keeps the back-off.
+	if err := m.RotateAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := len(rt.attempts)
+	check(time.Second)
+	if got := len(rt.attempts); got != n {
+		t.Errorf("%d attempts within a second of a failed pass, want none (back-off kept)", got-n)
+	}
+
+	// The runtime recovers: the next try rotates, and the back-off ends.
+	rt.reopenErr = nil
+	check(m.opts.Interval)
+	if len(rt.reopened) != 1 {
+		t.Fatalf("reopened %d times after the runtime recovered, want 1", len(rt.reopened))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w := m.watch["c1"]; w == nil || w.retry != 0 {
+		t.Errorf("watched log after a successful rotation = %+v, want no back-off", w)
 	}
 }

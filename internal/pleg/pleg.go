@@ -76,6 +76,7 @@ type PLEG struct {
 	mu          sync.Mutex
 	pods        []*runtime.PodStatus
 	lastSuccess time.Time // start of the last successful relist
+	lastFailed  bool      // the latest relist failed
 	running     bool
 
 	// afterRelist, when set, is called after every relist once the next
@@ -167,6 +168,18 @@ func (p *PLEG) Pods() []*runtime.PodStatus {
 	return out
 }
 
+// Relisted returns what the last successful relist found, and whether it
+// is the latest relist: false before the first relist succeeded, when
+// nothing is known yet of what runs, and while the runtime fails, when
+// what is known may be stale. Decisions that remove what might still run
+// wait for true.
+func (p *PLEG) Relisted() ([]*runtime.PodStatus, bool) {
+	p.mu.Lock()
+	ok := !p.lastSuccess.IsZero() && !p.lastFailed
+	p.mu.Unlock()
+	return p.Pods(), ok
+}
+
 // relist lists the pods once, updates the metrics and emits the events.
 func (p *PLEG) relist(ctx context.Context) {
 	logger := klog.FromContext(ctx)
@@ -181,6 +194,9 @@ func (p *PLEG) relist(ctx context.Context) {
 
 	pods, err := p.lister.ListPods(ctx)
 	if err != nil {
+		p.mu.Lock()
+		p.lastFailed = true
+		p.mu.Unlock()
 		if ctx.Err() == nil {
 			logger.Error(err, "PLEG relist failed")
 		}
@@ -210,6 +226,7 @@ func (p *PLEG) relist(ctx context.Context) {
 	p.mu.Lock()
 	p.pods = pods
 	p.lastSuccess = start
+	p.lastFailed = false
 	p.mu.Unlock()
 	metrics.PLEGLastSeen.Set(float64(start.Unix()))
 

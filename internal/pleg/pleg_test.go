@@ -263,6 +263,36 @@ func TestFailedRelistKeepsState(t *testing.T) {
 	}
 }
 
+// TestRelisted: what runs is known only after a successful relist, and
+// not while the latest relist failed (then the pods are the last known).
+func TestRelisted(t *testing.T) {
+	p, l, _ := newTestPLEG(t)
+	ctx := context.Background()
+	if pods, ok := p.Relisted(); ok || len(pods) != 0 {
+		t.Fatalf("Relisted before any relist = %v, %v; want nothing, false", pods, ok)
+	}
+	l.set(nil, errors.New("runtime unavailable"))
+	p.relist(ctx)
+	if _, ok := p.Relisted(); ok {
+		t.Fatal("Relisted after only a failed relist = true")
+	}
+	l.set([]*runtime.PodStatus{pod("a", sb("s1=ready"), "c1=running")}, nil)
+	p.relist(ctx)
+	if pods, ok := p.Relisted(); !ok || len(pods) != 1 || pods[0].UID != "a" {
+		t.Fatalf("Relisted after a successful relist = %v, %v; want [a], true", pods, ok)
+	}
+	l.set(nil, errors.New("runtime unavailable"))
+	p.relist(ctx)
+	if pods, ok := p.Relisted(); ok || len(pods) != 1 {
+		t.Fatalf("Relisted after a failed relist = %v, %v; want the last pods, false", pods, ok)
+	}
+	l.set(nil, nil)
+	p.relist(ctx)
+	if pods, ok := p.Relisted(); !ok || len(pods) != 0 {
+		t.Fatalf("Relisted after recovering = %v, %v; want nothing, true", pods, ok)
+	}
+}
+
 func TestFullChannelDropsEvents(t *testing.T) {
 	p, l, _ := newTestPLEG(t)
 	var containers []string

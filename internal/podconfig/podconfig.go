@@ -8,10 +8,13 @@
 // unbounded in-memory queue and handed to the Updates channel by a single
 // short-lived goroutine, so Set never blocks on a slow consumer and the
 // consumer sees changes in exactly the order Set produced them. The consumer
-// must keep draining Updates; undelivered changes stay queued.
+// must keep draining Updates; undelivered changes stay queued. Delivery
+// ends with the context given to New: afterwards nothing more is
+// delivered and no goroutine is left waiting for a consumer.
 package podconfig
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -86,6 +89,8 @@ type Update struct {
 // concurrent use.
 type Config struct {
 	clock clock.PassiveClock
+	// ctx ends delivery.
+	ctx context.Context
 
 	mu sync.Mutex
 	// pods holds each source's current pods by UID.
@@ -104,9 +109,10 @@ type Config struct {
 }
 
 // New returns an empty Config. It starts no goroutine: delivery runs only
-// while changes are queued.
-func New() *Config {
+// while changes are queued and ctx is not done.
+func New(ctx context.Context) *Config {
 	return &Config{
+		ctx:   ctx,
 		clock: clock.RealClock{},
 		pods:  map[string]map[types.UID]*v1.Pod{},
 		owner: map[types.UID]string{},
@@ -238,28 +244,35 @@ func (c *Config) Pods() []*v1.Pod {
 func (c *Config) enqueue(u Update) {
 	c.queue = append(c.queue, u)
 	c.queued++
-	if !c.pumping {
+	if !c.pumping && c.ctx.Err() == nil {
 		c.pumping = true
 		go c.pump()
 	}
 }
 
 // pump hands queued updates to the channel one at a time, in order, and
-// exits when the queue is empty.
+// exits when the queue is empty or the context is done (what is left
+// queued then is never delivered).
 func (c *Config) pump() {
 	for {
 		c.mu.Lock()
-		if len(c.queue) == 0 {
+		if len(c.queue) == 0 || c.ctx.Err() != nil {
 			c.pumping = false
 			c.queue = nil
 			c.mu.Unlock()
 			return
 		}
 		u := c.queue[0]
+		c.mu.Unlock()
+		select {
+		case c.out <- u:
+		case <-c.ctx.Done():
+			continue
+		}
+		c.mu.Lock()
 		c.queue[0] = Update{}
 		c.queue = c.queue[1:]
 		c.mu.Unlock()
-		c.out <- u
 	}
 }
 

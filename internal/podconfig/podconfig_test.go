@@ -1,12 +1,14 @@
 package podconfig
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -114,7 +116,7 @@ func TestSetDiff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := New()
+			cfg := New(t.Context())
 			if tt.first != nil {
 				cfg.Set(SourceFile, tt.first)
 				recv(t, cfg, len(tt.first))
@@ -130,7 +132,7 @@ func TestSetDiff(t *testing.T) {
 }
 
 func TestRemoveCarriesLastVersion(t *testing.T) {
-	cfg := New()
+	cfg := New(t.Context())
 	a := pod("a", "pa", "img:1")
 	cfg.Set(SourceFile, []*v1.Pod{a})
 	cfg.Set(SourceFile, []*v1.Pod{withLabel(a, "v", "2")})
@@ -142,7 +144,7 @@ func TestRemoveCarriesLastVersion(t *testing.T) {
 }
 
 func TestAnnotationsFilled(t *testing.T) {
-	cfg := New()
+	cfg := New(t.Context())
 	fc := clocktesting.NewFakePassiveClock(time.Date(2024, 1, 2, 3, 4, 5, 6, time.UTC))
 	cfg.clock = fc
 	cfg.Set(SourceHTTP, []*v1.Pod{pod("a", "pa", "i")})
@@ -173,7 +175,7 @@ func TestAnnotationsFilled(t *testing.T) {
 }
 
 func TestSourcesAreIndependent(t *testing.T) {
-	cfg := New()
+	cfg := New(t.Context())
 	cfg.Set(SourceFile, []*v1.Pod{pod("a", "pa", "i")})
 	cfg.Set(SourceHTTP, []*v1.Pod{pod("b", "pb", "i")})
 	recv(t, cfg, 2)
@@ -196,7 +198,7 @@ func TestSourcesAreIndependent(t *testing.T) {
 }
 
 func TestSeenAllSources(t *testing.T) {
-	cfg := New()
+	cfg := New(t.Context())
 	if !cfg.SeenAllSources() {
 		t.Error("no expected sources should be seen")
 	}
@@ -213,7 +215,7 @@ func TestSeenAllSources(t *testing.T) {
 }
 
 func TestPodsAreCopies(t *testing.T) {
-	cfg := New()
+	cfg := New(t.Context())
 	in := pod("a", "pa", "i")
 	cfg.Set(SourceFile, []*v1.Pod{in})
 	u := recv(t, cfg, 1)[0]
@@ -232,7 +234,7 @@ func TestPodsAreCopies(t *testing.T) {
 // TestSetNeverBlocks queues many changes without a reader, then checks they
 // all arrive in order.
 func TestSetNeverBlocks(t *testing.T) {
-	cfg := New()
+	cfg := New(t.Context())
 	const n = 500
 	done := make(chan struct{})
 	go func() {
@@ -261,7 +263,7 @@ func TestSetNeverBlocks(t *testing.T) {
 }
 
 func TestConcurrentSources(t *testing.T) {
-	cfg := New()
+	cfg := New(t.Context())
 	// Each source: 1 add, then per change a remove and an add.
 	const want = 3 * (1 + 2*49)
 	got := make(chan []Update)
@@ -314,7 +316,7 @@ func TestOpString(t *testing.T) {
 }
 
 func TestAddsInCreationOrder(t *testing.T) {
-	c := New()
+	c := New(t.Context())
 	old, mid, young := pod("c", "old", "img"), pod("a", "mid", "img"), pod("b", "young", "img")
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	old.CreationTimestamp = metav1.NewTime(base)
@@ -329,4 +331,17 @@ func TestAddsInCreationOrder(t *testing.T) {
 	if want := []string{"old", "mid", "young"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("add order = %v, want %v", got, want)
 	}
+}
+
+// TestDeliveryEndsWithContext: once the context given to New is done, the
+// goroutine delivering queued updates to a consumer that stopped reading
+// ends, and later changes start none.
+func TestDeliveryEndsWithContext(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := New(ctx)
+	cfg.Set(SourceFile, []*v1.Pod{pod("a", "pa", "img"), pod("b", "pb", "img")})
+	recv(t, cfg, 1) // the consumer reads one update, then stops (shutdown)
+	cancel()
+	cfg.Set(SourceFile, []*v1.Pod{pod("c", "pc", "img")})
 }

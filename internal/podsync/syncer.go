@@ -144,14 +144,15 @@ type Syncer struct {
 	status  StatusSink
 	clock   clock.Clock
 
-	crash *flowcontrol.Backoff
-	pulls *flowcontrol.Backoff
+	// crash and pulls hold their entries per pod; forgetPod drops them.
+	crash *podBackoff
+	pulls *podBackoff
 	lc    *lifecycleState
 
 	// pullErrs remembers the last pull failure per pod and image so the
 	// status shows ErrImagePull, then ImagePullBackOff while held.
 	mu       sync.Mutex
-	pullErrs map[string]string
+	pullErrs map[types.UID]map[string]string
 }
 
 var _ podworker.Syncer = (*Syncer)(nil)
@@ -168,10 +169,10 @@ func New(opts Options, rt Runtime, cg Cgroups, st StatusSink) *Syncer {
 		cgroups:  cg,
 		status:   st,
 		clock:    clk,
-		crash:    crashLoopBackoff(opts.MaxContainerRestartPeriod, clk),
-		pulls:    flowcontrol.NewFakeBackOff(initialBackoff, maxBackoff, clk),
+		crash:    newPodBackoff(crashLoopBackoff(opts.MaxContainerRestartPeriod, clk)),
+		pulls:    newPodBackoff(flowcontrol.NewFakeBackOff(initialBackoff, maxBackoff, clk)),
 		lc:       newLifecycleState(),
-		pullErrs: map[string]string{},
+		pullErrs: map[types.UID]map[string]string{},
 	}
 }
 
@@ -206,7 +207,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	if err != nil {
 		return podworker.SyncResult{}, fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
 	}
-	acts := computeActions(pod, rs, runtime.HashContainer, crashBackoff{s.crash, s.clock}, s.opts.Probes)
+	acts := computeActions(pod, rs, runtime.HashContainer, crashBackoff{s.crash.Backoff, s.clock}, s.opts.Probes)
 	addProbeKills(pod, rs, &acts, s.opts.Probes)
 	waitingFor := acts.waiting
 	for name, w := range waitingFor {
@@ -324,7 +325,7 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 		return reason, err.Error(), err
 	}
 	if st.backoffKey != "" {
-		s.crash.Next(st.backoffKey, st.finishedAt)
+		s.crash.next(pod.UID, st.backoffKey, st.finishedAt)
 	}
 	cfg, err := s.containerConfig(ctx, pod, c, st.init, st.restartCount, image, podIPs)
 	if err != nil {
@@ -373,7 +374,7 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	key := string(pod.UID) + "_" + c.Image
 	if s.pulls.IsInBackOffSinceUpdate(key, s.clock.Now()) {
 		s.mu.Lock()
-		last := s.pullErrs[key]
+		last := s.pullErrs[pod.UID][key]
 		s.mu.Unlock()
 		s.event(pod, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", c.Image)
 		return "", ReasonImagePullBackOff, fmt.Errorf("back-off pulling image %q: %s", c.Image, last)
@@ -390,14 +391,25 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		s.opts.Pulls.PullFinished(pod.UID)
 	}
 	if err != nil {
-		s.pulls.Next(key, s.clock.Now())
+		s.pulls.next(pod.UID, key, s.clock.Now())
 		s.mu.Lock()
-		s.pullErrs[key] = err.Error()
+		if s.pullErrs[pod.UID] == nil {
+			s.pullErrs[pod.UID] = map[string]string{}
+		}
+		s.pullErrs[pod.UID][key] = err.Error()
 		s.mu.Unlock()
 		s.event(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		return "", ReasonErrImagePull, fmt.Errorf("pull image %q: %w", c.Image, err)
 	}
-	s.pulls.Reset(key)
+	s.pulls.reset(pod.UID, key)
+	s.mu.Lock()
+	if errs := s.pullErrs[pod.UID]; errs != nil {
+		delete(errs, key)
+		if len(errs) == 0 {
+			delete(s.pullErrs, pod.UID)
+		}
+	}
+	s.mu.Unlock()
 	took := s.clock.Since(start)
 	size, err := s.rt.ImageSize(ctx, ref)
 	if err != nil {
@@ -502,6 +514,8 @@ func (s *Syncer) stopContainers(ctx context.Context, pod *v1.Pod, cs []*runtime.
 // SyncTerminatedPod releases what the pod held on the node once nothing
 // of it runs: its volumes and its pod cgroup.
 func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod) error {
+	// A terminated pod never starts a container again.
+	s.forgetPod(pod.UID)
 	if s.opts.Volumes != nil {
 		// Nothing runs any more: unmount and remove the volumes before the
 		// pod object may be deleted, as upstream.
@@ -523,6 +537,7 @@ func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod) error {
 // longer wanted and has stopped, with its log directory and cgroup. It is
 // idempotent.
 func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
+	s.forgetPod(uid)
 	rs, err := s.rt.GetPodStatus(ctx, uid)
 	if err != nil {
 		return fmt.Errorf("get runtime status of pod %s: %w", uid, err)
@@ -560,6 +575,16 @@ func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
 		return err
 	}
 	return nil
+}
+
+// forgetPod drops the crash-loop and image pull backoffs and the pull
+// errors kept for pod uid.
+func (s *Syncer) forgetPod(uid types.UID) {
+	s.crash.forget(uid)
+	s.pulls.forget(uid)
+	s.mu.Lock()
+	delete(s.pullErrs, uid)
+	s.mu.Unlock()
 }
 
 // prepareVolumes sets up the pod's volumes; a failure is reported as a

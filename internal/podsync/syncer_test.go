@@ -2,6 +2,7 @@ package podsync
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -475,6 +477,88 @@ func TestCrashLoopBackoffCap(t *testing.T) {
 					t.Fatalf("delay %d = %v, want %v", i+1, got, want)
 				}
 				clk.Step(time.Second)
+			}
+		})
+	}
+}
+
+// TestRemovedPodsLeaveNoBackoff: the crash-loop and image pull backoffs
+// and the remembered pull errors of a pod go with the pod, whether it is
+// removed (RemovePod) or has terminated for good (SyncTerminatedPod);
+// otherwise every pod that ever crashed or failed a pull stays in memory.
+func TestRemovedPodsLeaveNoBackoff(t *testing.T) {
+	for _, how := range []string{"RemovePod", "SyncTerminatedPod"} {
+		t.Run(how, func(t *testing.T) {
+			h := newHarness(t)
+			h.fake.RequireAuth("private:1", "u", "p")
+			const n = 5
+			var pods []*v1.Pod
+			for i := range n {
+				pod := testPod(v1.RestartPolicyAlways, nil, "c", "p")
+				pod.Name = fmt.Sprintf("p%d", i)
+				pod.UID = types.UID(fmt.Sprintf("uid-%d", i))
+				pod.Spec.Containers[0].Image = "busybox:1.35"
+				pod.Spec.Containers[1].Image = "private:1"
+				for j := range pod.Spec.Containers {
+					pod.Spec.Containers[j].ImagePullPolicy = v1.PullIfNotPresent
+				}
+				pods = append(pods, pod)
+				// c starts, p fails its pull.
+				if _, err := h.syncer.SyncPod(h.ctx, podworker.UpdateCreate, pod); err == nil {
+					t.Fatal("sync with an unpullable image succeeded")
+				}
+				// c crashes and is restarted: its crash-loop backoff starts.
+				for _, c := range h.containers("c") {
+					if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+						h.fake.SetExit(c.ID, 1, "")
+					}
+				}
+				_, _ = h.syncer.SyncPod(h.ctx, podworker.UpdateSync, pod)
+			}
+			if got := h.syncer.crash.len(); got != n {
+				t.Fatalf("crash-loop entries before removal = %d, want %d", got, n)
+			}
+			if got := h.syncer.pulls.len(); got != n {
+				t.Fatalf("pull backoff entries before removal = %d, want %d", got, n)
+			}
+			crashKeys := map[string]bool{}
+			for _, ks := range h.syncer.crash.keys {
+				for k := range ks {
+					crashKeys[k] = true
+				}
+			}
+			for _, pod := range pods {
+				var err error
+				if how == "RemovePod" {
+					err = h.syncer.RemovePod(h.ctx, pod.UID)
+				} else {
+					err = h.syncer.SyncTerminatedPod(h.ctx, pod)
+				}
+				if err != nil {
+					t.Fatalf("%s %s: %v", how, pod.UID, err)
+				}
+			}
+			if got := h.syncer.crash.len(); got != 0 {
+				t.Errorf("crash-loop entries after removing every pod = %d, want 0", got)
+			}
+			if got := h.syncer.pulls.len(); got != 0 {
+				t.Errorf("pull backoff entries after removing every pod = %d, want 0", got)
+			}
+			h.syncer.mu.Lock()
+			if got := len(h.syncer.pullErrs); got != 0 {
+				t.Errorf("pull errors kept after removing every pod = %d, want 0", got)
+			}
+			h.syncer.mu.Unlock()
+			// The backoff itself holds nothing either.
+			for k := range crashKeys {
+				if d := h.syncer.crash.Get(k); d != 0 {
+					t.Errorf("crash-loop backoff of %s still %v after removal", k, d)
+				}
+			}
+			for _, pod := range pods {
+				if d := h.syncer.pulls.Get(string(pod.UID) + "_private:1"); d != 0 {
+					t.Errorf("pull backoff of %s still %v after removal", pod.UID, d)
+				}
 			}
 		})
 	}

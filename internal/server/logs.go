@@ -23,8 +23,10 @@ type LogFile struct {
 	// Path is the CRI log file.
 	Path string
 	// Running reports whether the instance still runs (and may write);
-	// following ends once it does not. Nil means not running.
-	Running func(ctx context.Context) bool
+	// following ends once it does not. An error means the state is not
+	// known (the runtime does not answer): following goes on, but ends
+	// after maxRunningErrors such answers in a row. Nil means not running.
+	Running func(ctx context.Context) (bool, error)
 }
 
 // LogLocator finds the log of a container of a pod: the current instance,
@@ -42,9 +44,13 @@ var (
 
 // followPoll is how often a followed log is checked for new lines;
 // runningEvery polls between checks that the container still runs.
+// maxRunningErrors is how many failed running checks in a row end a
+// follow, so a runtime that stays unreachable does not keep a request
+// (and its goroutine) polling forever.
 const (
-	followPoll   = 250 * time.Millisecond
-	runningEvery = 4
+	followPoll       = 250 * time.Millisecond
+	runningEvery     = 4
+	maxRunningErrors = 5
 )
 
 // LogOptions are the query options of /containerLogs that heartlet
@@ -394,7 +400,7 @@ func ReadLog(ctx context.Context, f LogFile, opts *LogOptions, w io.Writer, clk 
 			}
 		}
 	}
-	polls := 0
+	polls, runErrs := 0, 0
 	for {
 		read, err := drain()
 		if errors.Is(err, errLimitReached) {
@@ -428,13 +434,30 @@ func ReadLog(ctx context.Context, f LogFile, opts *LogOptions, w io.Writer, clk 
 			polls++
 			// Checked at the first idle poll (a finished container ends at
 			// once) and every runningEvery polls after.
-			if (polls-1)%runningEvery == 0 && (f.Running == nil || !f.Running(ctx)) {
-				// The instance ended: what it wrote last is in the file.
-				_, err := drain()
-				if errors.Is(err, errLimitReached) {
-					return nil
+			if (polls-1)%runningEvery == 0 {
+				running, rerr := false, error(nil)
+				if f.Running != nil {
+					running, rerr = f.Running(ctx)
 				}
-				return err
+				switch {
+				case rerr != nil && ctx.Err() != nil:
+					return nil
+				case rerr != nil:
+					runErrs++
+					if runErrs >= maxRunningErrors {
+						return fmt.Errorf("follow log %s: container state unknown %d times in a row: %w", f.Path, runErrs, rerr)
+					}
+					logger.V(2).Info("Container state unknown while following its log", "path", f.Path, "err", rerr)
+				case !running:
+					// The instance ended: what it wrote last is in the file.
+					_, err := drain()
+					if errors.Is(err, errLimitReached) {
+						return nil
+					}
+					return err
+				default:
+					runErrs = 0
+				}
 			}
 		}
 		select {

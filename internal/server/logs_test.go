@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -218,7 +219,7 @@ func startFollow(t *testing.T, path string, opts LogOptions) *followHarness {
 	opts.Follow = true
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	f := LogFile{Path: path, Running: func(context.Context) bool { return h.running.Load() }}
+	f := LogFile{Path: path, Running: func(context.Context) (bool, error) { return h.running.Load(), nil }}
 	go func() { h.done <- ReadLog(ctx, f, &opts, h.out, h.clk) }()
 	return h
 }
@@ -360,5 +361,34 @@ func TestReadLogFollowFinishedContainer(t *testing.T) {
 	}
 	if n := h.clk.Since(time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC)); n > followPoll {
 		t.Errorf("following a finished container took %v of clock time, want at most one poll (%v)", n, followPoll)
+	}
+}
+
+// TestReadLogFollowEndsOnRepeatedErrors: a follow whose running check
+// keeps failing ends with that error after maxRunningErrors checks; a
+// check that answers in between starts the count over.
+func TestReadLogFollowEndsOnRepeatedErrors(t *testing.T) {
+	errDown := errors.New("runtime down")
+	path := writeLog(t, "2026-01-02T03:04:00Z stdout F one\n")
+	var calls atomic.Int32
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 2, 3, 5, 0, 0, time.UTC))
+	h := &followHarness{t: t, clk: clk, out: &syncBuffer{wrote: make(chan struct{}, 1)}, done: make(chan error, 1)}
+	f := LogFile{Path: path, Running: func(context.Context) (bool, error) {
+		// Fails, except the third check: 2 + maxRunningErrors failures.
+		if calls.Add(1) == 3 {
+			return true, nil
+		}
+		return false, errDown
+	}}
+	go func() { h.done <- ReadLog(t.Context(), f, &LogOptions{Follow: true}, h.out, clk) }()
+	err := h.waitDone()
+	if !errors.Is(err, errDown) {
+		t.Fatalf("follow ended with %v, want the running check's error", err)
+	}
+	if got, want := calls.Load(), int32(3+maxRunningErrors); got != want {
+		t.Errorf("running checked %d times, want %d", got, want)
+	}
+	if got := h.out.String(); got != "one\n" {
+		t.Errorf("output = %q", got)
 	}
 }

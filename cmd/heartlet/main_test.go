@@ -101,8 +101,14 @@ cgroupDriver: systemdd
 				bad + ":5: authentication.webhok: Forbidden: unknown field\n" +
 					bad + ":8: evictionHard[memory.available]: Forbidden: duplicate field, first set on line 7\n" +
 					bad + ":9: syncFrequency: Invalid value: \"soon\": must be a duration such as \"1m30s\"\n" +
-					bad + ":10: cgroupDriver: Unsupported value: \"systemdd\": supported values: \"cgroupfs\", \"systemd\"\n",
+					bad + ":10: cgroupDriver: Invalid value: \"systemdd\": unknown cgroup driver; use cgroupfs\n",
 			},
+		},
+		{
+			name:       "the systemd cgroup driver is refused until supported",
+			args:       []string{"validate", "--config", writeFile(t, "systemd.yaml", validConfig+"cgroupDriver: systemd\n"), "--hostname-override=node-a"},
+			wantCode:   1,
+			wantStderr: []string{":5: cgroupDriver: Invalid value: \"systemd\": the systemd cgroup driver is not supported yet; use cgroupfs"},
 		},
 		{
 			name:       "bad flag value",

@@ -146,7 +146,7 @@ func TestIgnoredMessage(t *testing.T) {
 	if IgnoredMessage(nil) != "" {
 		t.Error("a message without ignored fields")
 	}
-	long := formatValue(reflect.ValueOf(strings.Repeat("x", 200)))
+	long := shorten(formatValue(reflect.ValueOf(strings.Repeat("x", 200))))
 	if len(long) != maxValueLen+3 || !strings.HasSuffix(long, "...") {
 		t.Errorf("a long value is not shortened: %q", long)
 	}

@@ -53,7 +53,7 @@ func IgnoredFields(kc *kubeletv1beta1.KubeletConfiguration, legacy bool, flags m
 		if sameValue(v, d) {
 			continue
 		}
-		out = append(out, Ignored{Path: f.Path, Value: formatValue(v), Flag: flags[f.Path]})
+		out = append(out, Ignored{Path: f.Path, Value: shorten(formatValue(v)), Flag: flags[f.Path]})
 	}
 	return out
 }
@@ -100,8 +100,12 @@ func formatValue(v reflect.Value) string {
 	if json.Unmarshal(raw, &str) == nil {
 		s = str
 	}
+	return s
+}
+
+func shorten(s string) string {
 	if len(s) > maxValueLen {
-		s = s[:maxValueLen] + "..."
+		return s[:maxValueLen] + "..."
 	}
 	return s
 }

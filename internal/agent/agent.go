@@ -51,9 +51,8 @@ import (
 // looked for in the runtime, as upstream's housekeeping.
 const housekeepingPeriod = 2 * time.Second
 
-// oomScoreAdj is the OOM score adjustment heartlet asks for itself, as
-// upstream's kubelet.
-const oomScoreAdj = -999
+// ownOOMScoreAdjPath is where heartlet sets its own OOM score adjustment.
+const ownOOMScoreAdjPath = "/proc/self/oom_score_adj"
 
 // Agent is one node agent.
 type Agent struct {
@@ -179,7 +178,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("create QoS cgroups: %w", err)
 		}
 	}
-	setOwnOOMScoreAdj(logger)
+	setOwnOOMScoreAdj(logger, ownOOMScoreAdjPath, oomScoreAdj(cfg))
 
 	var (
 		rec      podsync.Recorder
@@ -594,11 +593,21 @@ func podsyncCgroups(cg *cgroups.Manager) podsync.Cgroups {
 	return cg
 }
 
-// setOwnOOMScoreAdj protects heartlet from the OOM killer as upstream
-// does. Some machines withhold CAP_SYS_RESOURCE: then it warns and goes on.
-func setOwnOOMScoreAdj(logger klog.Logger) {
-	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(oomScoreAdj)), 0o644); err != nil {
-		logger.Info("Warning: could not set heartlet's own oom_score_adj; continuing", "value", oomScoreAdj, "err", err)
+// oomScoreAdj is the OOM score adjustment heartlet asks for itself:
+// oomScoreAdj, -999 (upstream's default) when unset.
+func oomScoreAdj(cfg *kubeletv1beta1.KubeletConfiguration) int {
+	if cfg.OOMScoreAdj == nil {
+		return config.DefaultOOMScoreAdj
+	}
+	return int(*cfg.OOMScoreAdj)
+}
+
+// setOwnOOMScoreAdj writes value to path (heartlet's own oom_score_adj) as
+// upstream does. Some machines withhold CAP_SYS_RESOURCE, needed to go
+// below 0: then it warns and goes on.
+func setOwnOOMScoreAdj(logger klog.Logger, path string, value int) {
+	if err := os.WriteFile(path, []byte(strconv.Itoa(value)), 0o644); err != nil {
+		logger.Info("Warning: could not set heartlet's own oom_score_adj; continuing", "value", value, "err", err)
 	}
 }
 

@@ -70,7 +70,7 @@ var Fields = []FieldSupport{
 	{"enableContentionProfiling", Honoured, "block profiles on /debug/pprof/"},
 	{"healthzPort", Honoured, "port of the healthz server (0: off)"},
 	{"healthzBindAddress", Honoured, "listen address of the healthz server"},
-	{"oomScoreAdj", NotYet, "heartlet always asks for -999 for itself"},
+	{"oomScoreAdj", Honoured, "heartlet's own oom_score_adj (a warning, and heartlet goes on, when the machine refuses it)"},
 	{"clusterDomain", Honoured, "added to pods' DNS search list"},
 	{"clusterDNS", Honoured, "pods' DNS servers"},
 	{"streamingConnectionIdleTimeout", NotYet, "exec, attach and port-forward streams have no idle timeout of their own"},

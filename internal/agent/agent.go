@@ -199,7 +199,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			RegisterNode:      cfg.RegisterNode == nil || *cfg.RegisterNode,
 			Labels:            a.opts.NodeLabels,
 			Taints:            cfg.RegisterWithTaints,
-			MaxPods:           int(cfg.MaxPods),
+			ProviderID:        cfg.ProviderID,
+			MaxPods:           maxPods(cfg),
 			Reserved:          reserved(cfg.KubeReserved, cfg.SystemReserved),
 			EvictionHard:      cfg.EvictionHard,
 			UpdateFrequency:   cfg.NodeStatusUpdateFrequency.Duration,
@@ -298,7 +299,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
-	adm := &admitter{statuses: statuses, workers: workers, desired: desired, recorder: rec, maxPods: int(cfg.MaxPods), sysctls: allowSysctls}
+	adm := &admitter{statuses: statuses, workers: workers, desired: desired, recorder: rec, maxPods: maxPods(cfg), sysctls: allowSysctls}
 	if node != nil {
 		adm.node = node.Node
 		adm.allocatable = node.Allocatable
@@ -658,6 +659,12 @@ func findAPIPod(namespace, name string, desired, mirrors []*v1.Pod) (*v1.Pod, bo
 		}
 	}
 	return nil, false
+}
+
+// maxPods is the node's pods capacity: maxPods, at most podsPerCore per
+// CPU when podsPerCore is set.
+func maxPods(cfg *kubeletv1beta1.KubeletConfiguration) int {
+	return nodestatus.PodCapacity(int(cfg.MaxPods), int(cfg.PodsPerCore), goruntime.NumCPU())
 }
 
 // maxRestartPeriod is crashLoopBackOff.maxContainerRestartPeriod, 0 when

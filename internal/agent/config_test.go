@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"testing"
 
@@ -48,4 +49,24 @@ func TestOwnOOMScoreAdj(t *testing.T) {
 			t.Errorf("logs = %q, want one warning with the value", logs)
 		}
 	})
+}
+
+// podsPerCore bounds the pods capacity heartlet gives node status and
+// admission.
+func TestMaxPods(t *testing.T) {
+	cpus := goruntime.NumCPU()
+	for _, tc := range []struct {
+		name    string
+		maxPods int32
+		perCore int32
+		want    int
+	}{
+		{"maxPods alone", 110, 0, 110},
+		{"podsPerCore below maxPods", 10000, 2, 2 * cpus},
+		{"podsPerCore above maxPods", 1, 5, 1},
+	} {
+		if got := maxPods(&kubeletv1beta1.KubeletConfiguration{MaxPods: tc.maxPods, PodsPerCore: tc.perCore}); got != tc.want {
+			t.Errorf("%s: maxPods = %d, want %d", tc.name, got, tc.want)
+		}
+	}
 }

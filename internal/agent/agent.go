@@ -70,8 +70,8 @@ func New(opts *config.Options) (*Agent, error) {
 
 // Run starts every component and blocks until ctx is done or one fails.
 // Nothing that changes the node happens before every check that can fail
-// at start has passed: the manifest directory exists, the runtime answers
-// CRI, and the ports are free.
+// at start has passed: the manifest directory exists, swap is off (unless
+// failSwapOn is false), the runtime answers CRI, and the ports are free.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.opts.Config
 	logger := klog.FromContext(ctx)
@@ -82,6 +82,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		} else if !fi.IsDir() {
 			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: not a directory", p)
 		}
+	}
+	failSwapOn := cfg.FailSwapOn == nil || *cfg.FailSwapOn
+	if err := cgroups.CheckSwap(failSwapOn, func() ([]byte, error) { return os.ReadFile(cgroups.SwapsPath) }); err != nil {
+		return err
 	}
 
 	var cl *kubeclient.Client

@@ -126,7 +126,7 @@ var Fields = []FieldSupport{
 	{"iptablesMasqueradeBit", NoOp, "deprecated upstream, where it no longer has any effect"},
 	{"iptablesDropBit", NoOp, "deprecated upstream, where it no longer has any effect"},
 	{"featureGates", NotYet, "heartlet has no feature gates; names are not checked"},
-	{"failSwapOn", NotYet, "heartlet starts whether swap is on or not"},
+	{"failSwapOn", Honoured, "heartlet refuses to start while swap is on (/proc/swaps)"},
 	{"memorySwap.swapBehavior", NotYet, "containers' swap is not configured"},
 	{"containerLogMaxSize", Honoured, "container logs are rotated at this size"},
 	{"containerLogMaxFiles", Honoured, "log files kept per container"},

@@ -161,11 +161,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	if cl != nil {
 		apiDeps.kube = cl.Kube
 	}
-	api, apiAuth, err := newKubeletAPI(apiDeps)
-	if err != nil {
-		return err
+	// enableServer: false leaves out the authenticated HTTPS server only;
+	// the read-only and healthz ports are configured on their own.
+	runAPIAuth := func(context.Context) {}
+	if cfg.EnableServer == nil || *cfg.EnableServer {
+		api, apiAuth, err := newKubeletAPI(apiDeps)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, api)
+		runAPIAuth = apiAuth.Run
 	}
-	servers = append(servers, api)
 	for _, s := range servers {
 		if err := s.Listen(); err != nil {
 			return err
@@ -260,7 +266,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for _, s := range servers {
 		g.Go(func() error { return s.Run(ctx) })
 	}
-	g.Go(func() error { apiAuth.Run(ctx); return nil })
+	g.Go(func() error { runAPIAuth(ctx); return nil })
 	g.Go(func() error { return logCheck.Run(ctx) })
 	g.Go(func() error { return pl.Run(ctx) })
 	g.Go(func() error { return workers.Run(ctx) })

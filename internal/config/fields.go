@@ -35,7 +35,7 @@ type FieldSupport struct {
 var Fields = []FieldSupport{
 	{"kind", Honoured, "must be KubeletConfiguration"},
 	{"apiVersion", Honoured, "must be kubelet.config.k8s.io/v1beta1"},
-	{"enableServer", NotYet, "the authenticated HTTPS server always runs"},
+	{"enableServer", Honoured, "false leaves out the authenticated HTTPS server (read-only and healthz ports are separate)"},
 	{"staticPodPath", Honoured, "static pods are read from this directory"},
 	{"podLogsDir", Honoured, "container logs are written under it"},
 	{"syncFrequency", Honoured, "longest time between two syncs of a pod; also the syncloop health check's threshold"},

@@ -108,6 +108,9 @@ func (c *command) validate(args []string) int {
 	if !ok {
 		return code
 	}
+	if msg := config.IgnoredMessage(opts.Ignored); msg != "" {
+		fmt.Fprintln(c.stderr, "warning: "+msg)
+	}
 	out, err := config.MarshalYAML(opts.Config)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "heartlet: %v\n", err)
@@ -118,6 +121,10 @@ func (c *command) validate(args []string) int {
 	}
 	return 0
 }
+
+// ignoredWarning is logged at start with the configuration fields that
+// heartlet does not act on and that are set to other than their defaults.
+const ignoredWarning = "Warning: these configuration fields are not acted on by heartlet and are ignored"
 
 // serve runs the node agent until SIGINT or SIGTERM.
 func (c *command) serve(ctx context.Context, args []string) int {
@@ -134,6 +141,9 @@ func (c *command) serve(ctx context.Context, args []string) int {
 	ctx, stop := c.signalContext(ctx)
 	defer stop()
 	klog.InfoS("Starting heartlet", "version", version.Version, "node", opts.NodeName, "config", opts.ConfigFile)
+	if len(opts.Ignored) > 0 {
+		klog.InfoS(ignoredWarning, "fields", config.IgnoredList(opts.Ignored))
+	}
 	err = c.runAgent(ctx, opts)
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 		fmt.Fprintf(c.stderr, "heartlet: %v\n", err)

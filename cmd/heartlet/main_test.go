@@ -6,9 +6,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/version"
@@ -99,8 +102,14 @@ cgroupDriver: systemdd
 				bad + ":5: authentication.webhok: Forbidden: unknown field\n" +
 					bad + ":8: evictionHard[memory.available]: Forbidden: duplicate field, first set on line 7\n" +
 					bad + ":9: syncFrequency: Invalid value: \"soon\": must be a duration such as \"1m30s\"\n" +
-					bad + ":10: cgroupDriver: Unsupported value: \"systemdd\": supported values: \"cgroupfs\", \"systemd\"\n",
+					bad + ":10: cgroupDriver: Invalid value: \"systemdd\": unknown cgroup driver; use cgroupfs\n",
 			},
+		},
+		{
+			name:       "the systemd cgroup driver is refused until supported",
+			args:       []string{"validate", "--config", writeFile(t, "systemd.yaml", validConfig+"cgroupDriver: systemd\n"), "--hostname-override=node-a"},
+			wantCode:   1,
+			wantStderr: []string{":5: cgroupDriver: Invalid value: \"systemd\": the systemd cgroup driver is not supported yet; use cgroupfs"},
 		},
 		{
 			name:       "bad flag value",
@@ -205,6 +214,66 @@ func TestServe(t *testing.T) {
 		c.exit = func(code int) { exited <- code }
 		if code := c.run(t.Context(), []string{"--config", good, "--hostname-override=node-a"}); code != 0 {
 			t.Errorf("exit code after a signal = %d, want 0; stderr %q", code, stderr)
+		}
+	})
+}
+
+// Fields heartlet does not act on are named in one warning: on standard
+// error by validate (the effective configuration on standard output stays
+// a valid file), in the log at start.
+func TestIgnoredFieldsWarning(t *testing.T) {
+	// The rows as the test needs them, whatever the table says today.
+	saved := config.Fields
+	config.Fields = slices.Clone(config.Fields)
+	for i, f := range config.Fields {
+		switch f.Path {
+		case "podPidsLimit", "cpuCFSQuota", "failSwapOn":
+			config.Fields[i].Support = config.NotYet
+		}
+	}
+	t.Cleanup(func() { config.Fields = saved })
+	conf := writeFile(t, "ignored.yaml", validConfig+"podPidsLimit: 100\ncpuCFSQuota: false\n")
+	const want = "these configuration fields are not acted on by heartlet and are ignored: " +
+		"podPidsLimit (=100), cpuCFSQuota (=false), failSwapOn (=false from --fail-swap-on)"
+
+	t.Run("validate", func(t *testing.T) {
+		r := runCommand(t, "validate", "--config", conf, "--fail-swap-on=false", "--hostname-override=node-a")
+		if r.code != 0 {
+			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+		}
+		if r.stderr != "warning: "+want+"\n" {
+			t.Errorf("stderr = %q\nwant one line: %q", r.stderr, "warning: "+want)
+		}
+		if !strings.Contains(r.stdout, "\npodPidsLimit: 100\n") || strings.Contains(r.stdout, "warning") {
+			t.Errorf("stdout is not the effective configuration alone:\n%s", r.stdout)
+		}
+	})
+	t.Run("validate without ignored fields warns of nothing", func(t *testing.T) {
+		r := runCommand(t, "validate", "--config", writeFile(t, "good.yaml", validConfig), "--fail-swap-on=true", "--hostname-override=node-a")
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+		}
+	})
+	t.Run("start", func(t *testing.T) {
+		t.Cleanup(func() { klog.LogToStderr(true) })
+		logFile := filepath.Join(t.TempDir(), "heartlet.log")
+		c, _, stderr := newCommand(func(context.Context, *config.Options) error { return nil })
+		if code := c.run(t.Context(), []string{"--config", conf, "--fail-swap-on=false", "--hostname-override=node-a", "--log-file", logFile}); code != 0 {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+		b, err := os.ReadFile(logFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for l := range strings.Lines(string(b)) {
+			if strings.Contains(l, "not acted on") {
+				lines = append(lines, l)
+			}
+		}
+		wantLog := `"Warning: these configuration fields are not acted on by heartlet and are ignored" fields="podPidsLimit (=100), cpuCFSQuota (=false), failSwapOn (=false from --fail-swap-on)"`
+		if len(lines) != 1 || !strings.Contains(lines[0], wantLog) {
+			t.Errorf("log lines about ignored fields = %q, want one with %s\nlog:\n%s", lines, wantLog, b)
 		}
 	})
 }

@@ -51,9 +51,8 @@ import (
 // looked for in the runtime, as upstream's housekeeping.
 const housekeepingPeriod = 2 * time.Second
 
-// oomScoreAdj is the OOM score adjustment heartlet asks for itself, as
-// upstream's kubelet.
-const oomScoreAdj = -999
+// ownOOMScoreAdjPath is where heartlet sets its own OOM score adjustment.
+const ownOOMScoreAdjPath = "/proc/self/oom_score_adj"
 
 // Agent is one node agent.
 type Agent struct {
@@ -71,8 +70,8 @@ func New(opts *config.Options) (*Agent, error) {
 
 // Run starts every component and blocks until ctx is done or one fails.
 // Nothing that changes the node happens before every check that can fail
-// at start has passed: the manifest directory exists, the runtime answers
-// CRI, and the ports are free.
+// at start has passed: the manifest directory exists, swap is off (unless
+// failSwapOn is false), the runtime answers CRI, and the ports are free.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.opts.Config
 	logger := klog.FromContext(ctx)
@@ -83,6 +82,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		} else if !fi.IsDir() {
 			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: not a directory", p)
 		}
+	}
+	failSwapOn := cfg.FailSwapOn == nil || *cfg.FailSwapOn
+	if err := cgroups.CheckSwap(failSwapOn, func() ([]byte, error) { return os.ReadFile(cgroups.SwapsPath) }); err != nil {
+		return err
 	}
 
 	// As upstream's data directories: 0750, also when they exist wider.
@@ -163,11 +166,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	if cl != nil {
 		apiDeps.kube = cl.Kube
 	}
-	api, apiAuth, err := newKubeletAPI(apiDeps)
-	if err != nil {
-		return err
+	// enableServer: false leaves out the authenticated HTTPS server only;
+	// the read-only and healthz ports are configured on their own.
+	runAPIAuth := func(context.Context) {}
+	if cfg.EnableServer == nil || *cfg.EnableServer {
+		api, apiAuth, err := newKubeletAPI(apiDeps)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, api)
+		runAPIAuth = apiAuth.Run
 	}
-	servers = append(servers, api)
 	for _, s := range servers {
 		if err := s.Listen(); err != nil {
 			return err
@@ -184,7 +193,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("create QoS cgroups: %w", err)
 		}
 	}
-	setOwnOOMScoreAdj(logger)
+	setOwnOOMScoreAdj(logger, ownOOMScoreAdjPath, oomScoreAdj(cfg))
 
 	var (
 		rec      podsync.Recorder
@@ -205,7 +214,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			RegisterNode:      cfg.RegisterNode == nil || *cfg.RegisterNode,
 			Labels:            a.opts.NodeLabels,
 			Taints:            cfg.RegisterWithTaints,
-			MaxPods:           int(cfg.MaxPods),
+			ProviderID:        cfg.ProviderID,
+			MaxPods:           maxPods(cfg),
 			Reserved:          reserved(cfg.KubeReserved, cfg.SystemReserved),
 			EvictionHard:      cfg.EvictionHard,
 			UpdateFrequency:   cfg.NodeStatusUpdateFrequency.Duration,
@@ -261,7 +271,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for _, s := range servers {
 		g.Go(func() error { return s.Run(ctx) })
 	}
-	g.Go(func() error { apiAuth.Run(ctx); return nil })
+	g.Go(func() error { runAPIAuth(ctx); return nil })
 	g.Go(func() error { return logCheck.Run(ctx) })
 	g.Go(func() error { return pl.Run(ctx) })
 	g.Go(func() error { return workers.Run(ctx) })
@@ -304,7 +314,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
-	adm := &admitter{statuses: statuses, workers: workers, desired: desired, recorder: rec, maxPods: int(cfg.MaxPods), sysctls: allowSysctls}
+	adm := &admitter{statuses: statuses, workers: workers, desired: desired, recorder: rec, maxPods: maxPods(cfg), sysctls: allowSysctls}
 	if node != nil {
 		adm.node = node.Node
 		adm.allocatable = node.Allocatable
@@ -619,11 +629,21 @@ func podsyncCgroups(cg *cgroups.Manager) podsync.Cgroups {
 	return cg
 }
 
-// setOwnOOMScoreAdj protects heartlet from the OOM killer as upstream
-// does. Some machines withhold CAP_SYS_RESOURCE: then it warns and goes on.
-func setOwnOOMScoreAdj(logger klog.Logger) {
-	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(strconv.Itoa(oomScoreAdj)), 0o644); err != nil {
-		logger.Info("Warning: could not set heartlet's own oom_score_adj; continuing", "value", oomScoreAdj, "err", err)
+// oomScoreAdj is the OOM score adjustment heartlet asks for itself:
+// oomScoreAdj, -999 (upstream's default) when unset.
+func oomScoreAdj(cfg *kubeletv1beta1.KubeletConfiguration) int {
+	if cfg.OOMScoreAdj == nil {
+		return config.DefaultOOMScoreAdj
+	}
+	return int(*cfg.OOMScoreAdj)
+}
+
+// setOwnOOMScoreAdj writes value to path (heartlet's own oom_score_adj) as
+// upstream does. Some machines withhold CAP_SYS_RESOURCE, needed to go
+// below 0: then it warns and goes on.
+func setOwnOOMScoreAdj(logger klog.Logger, path string, value int) {
+	if err := os.WriteFile(path, []byte(strconv.Itoa(value)), 0o644); err != nil {
+		logger.Info("Warning: could not set heartlet's own oom_score_adj; continuing", "value", value, "err", err)
 	}
 }
 
@@ -674,6 +694,12 @@ func findAPIPod(namespace, name string, desired, mirrors []*v1.Pod) (*v1.Pod, bo
 		}
 	}
 	return nil, false
+}
+
+// maxPods is the node's pods capacity: maxPods, at most podsPerCore per
+// CPU when podsPerCore is set.
+func maxPods(cfg *kubeletv1beta1.KubeletConfiguration) int {
+	return nodestatus.PodCapacity(int(cfg.MaxPods), int(cfg.PodsPerCore), goruntime.NumCPU())
 }
 
 // maxRestartPeriod is crashLoopBackOff.maxContainerRestartPeriod, 0 when

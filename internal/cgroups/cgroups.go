@@ -78,6 +78,20 @@ type Options struct {
 	NodeAllocatable v1.ResourceList
 }
 
+// CheckDriver reports whether heartlet implements the cgroup driver ("" is
+// cgroupfs): configuration validation and New share this rule. The error
+// says what to use instead.
+func CheckDriver(driver string) error {
+	switch driver {
+	case "", "cgroupfs":
+		return nil
+	case "systemd":
+		return errors.New("the systemd cgroup driver is not supported yet; use cgroupfs (and SystemdCgroup = false in the runtime)")
+	default:
+		return errors.New("unknown cgroup driver; use cgroupfs")
+	}
+}
+
 // Manager creates, limits, lists and removes the QoS and pod cgroups. It is
 // safe for concurrent use.
 type Manager struct {
@@ -106,12 +120,8 @@ func New(opts Options) (*Manager, error) {
 	if !path.IsAbs(opts.CgroupRoot) {
 		return nil, fmt.Errorf("cgroup root %q: must be an absolute path", opts.CgroupRoot)
 	}
-	switch opts.Driver {
-	case "", "cgroupfs":
-	case "systemd":
-		return nil, fmt.Errorf("cgroup driver %q: not supported, use cgroupfs", opts.Driver)
-	default:
-		return nil, fmt.Errorf("cgroup driver %q: unknown, use cgroupfs", opts.Driver)
+	if err := CheckDriver(opts.Driver); err != nil {
+		return nil, fmt.Errorf("cgroup driver %q: %w", opts.Driver, err)
 	}
 	if opts.CPUPeriod == 0 {
 		opts.CPUPeriod = qos.DefaultCPUPeriod * time.Microsecond

@@ -191,11 +191,17 @@ func NewDefault() *kubeletv1beta1.KubeletConfiguration {
 	kc.APIVersion = APIVersion
 	kc.Kind = Kind
 	SetDefaults(kc)
+	applyLegacyDefaults(kc)
+	return kc
+}
+
+// applyLegacyDefaults sets the command line's historical defaults, which
+// differ from the file's.
+func applyLegacyDefaults(kc *kubeletv1beta1.KubeletConfiguration) {
 	kc.ReadOnlyPort = LegacyReadOnlyPort
 	kc.Authentication.Anonymous.Enabled = ptr.To(true)
 	kc.Authentication.Webhook.Enabled = ptr.To(false)
 	kc.Authorization.Mode = kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow
-	return kc
 }
 
 func durationDefault(d *metav1.Duration, v time.Duration) {

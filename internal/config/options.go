@@ -52,6 +52,10 @@ type Options struct {
 	// LogFileMaxSizeMB is --log-file-max-size: the size in megabytes at
 	// which LogFile is rotated; 0 means never.
 	LogFileMaxSizeMB int
+	// Ignored are the fields heartlet does not act on (yet) that the file
+	// or a flag set to a value other than the default; IgnoredMessage
+	// words the warning.
+	Ignored []Ignored
 }
 
 // DefaultLogFileMaxSizeMB is --log-file-max-size's default, klog's.
@@ -233,6 +237,7 @@ func load(args []string, e env) (*Options, error) {
 		sortProblems(problems)
 		return nil, problems
 	}
+	opts.Ignored = IgnoredFields(kc, cl.configFile == "", loc.flags)
 	return opts, nil
 }
 

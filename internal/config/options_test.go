@@ -88,8 +88,8 @@ evictionHard:
 			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
 				return kc.ContainerRuntimeEndpoint, "unix:///run/crio/crio.sock"
 			}},
-		{"cgroup driver flag", []string{"--cgroup-driver=systemd"},
-			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) { return kc.CgroupDriver, "systemd" }},
+		{"cgroup driver flag", []string{"--config", "conf/kubelet.yaml", "--cgroup-driver=cgroupfs"},
+			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) { return kc.CgroupDriver, "cgroupfs" }},
 		{"healthz port flag", []string{"--healthz-port=0"},
 			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) { return *kc.HealthzPort, int32(0) }},
 		{"underscores normalize to dashes", []string{"--max_pods=9"},
@@ -184,6 +184,13 @@ unknownField: true
 				"flag --max-pods: maxPods: Invalid value: -1: must be greater than or equal to 1",
 				"flag --eviction-hard: evictionHard[memory.free]: Unsupported value: \"memory.free\"",
 			},
+		},
+		{
+			// Until the systemd driver is supported, validation refuses it
+			// as heartlet's start does: the same rule.
+			name: "systemd cgroup driver",
+			args: []string{"--config", "ok.yaml", "--cgroup-driver=systemd"},
+			want: []string{"flag --cgroup-driver: cgroupDriver: Invalid value: \"systemd\": the systemd cgroup driver is not supported yet; use cgroupfs"},
 		},
 		{
 			name: "flag-only problems",

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/sysctl"
 )
 
@@ -202,9 +203,8 @@ func validatePercent(path *field.Path, v *int32) field.ErrorList {
 
 func validateCgroups(kc *kubeletv1beta1.KubeletConfiguration) field.ErrorList {
 	var errs field.ErrorList
-	drivers := []string{"cgroupfs", "systemd"}
-	if !slices.Contains(drivers, kc.CgroupDriver) {
-		errs = append(errs, field.NotSupported(field.NewPath("cgroupDriver"), kc.CgroupDriver, drivers))
+	if err := cgroups.CheckDriver(kc.CgroupDriver); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("cgroupDriver"), kc.CgroupDriver, err.Error()))
 	}
 	if kc.CgroupRoot != "" && !strings.HasPrefix(kc.CgroupRoot, "/") {
 		errs = append(errs, field.Invalid(field.NewPath("cgroupRoot"), kc.CgroupRoot, "must be an absolute cgroup path"))

@@ -54,7 +54,7 @@ func TestValidate(t *testing.T) {
 		{"podPidsLimit -1", func(c *kc) { c.PodPidsLimit = ptr.To[int64](-1) }, nil},
 		{"podPidsLimit -2", func(c *kc) { c.PodPidsLimit = ptr.To[int64](-2) }, []string{"podPidsLimit"}},
 		{"runOnce", func(c *kc) { c.RunOnce = true }, []string{"runOnce"}},
-		{"cgroupDriver systemd", func(c *kc) { c.CgroupDriver = "systemd" }, nil},
+		{"cgroupDriver systemd", func(c *kc) { c.CgroupDriver = "systemd" }, []string{"cgroupDriver"}},
 		{"cgroupDriver unknown", func(c *kc) { c.CgroupDriver = "cgroupfs2" }, []string{"cgroupDriver"}},
 		{"cgroupRoot relative", func(c *kc) { c.CgroupRoot = "kubepods" }, []string{"cgroupRoot"}},
 		{"systemCgroups without cgroupRoot", func(c *kc) { c.SystemCgroups = "/system"; c.CgroupRoot = "" }, []string{"cgroupRoot"}},

@@ -75,6 +75,8 @@ type Options struct {
 	Labels map[string]string
 	// Taints are set at registration (registerWithTaints).
 	Taints []v1.Taint
+	// ProviderID is spec.providerID, set at registration (providerID).
+	ProviderID string
 	// MaxPods is the pods capacity; 0 means 110.
 	MaxPods int
 	// MaxImages bounds the images reported (nodeStatusMaxImages); 0 means

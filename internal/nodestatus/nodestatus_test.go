@@ -25,6 +25,7 @@ func TestRegister(t *testing.T) {
 	opts.Hostname = "worker-1.example"
 	opts.Labels = map[string]string{"team": "blue", v1.LabelHostname: "custom"}
 	opts.Taints = []v1.Taint{{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoSchedule}}
+	opts.ProviderID = "example://zone-a/worker-1"
 	f := newFixture(t, opts)
 	f.rt.images = []*runtimeapi.Image{{RepoTags: []string{"busybox:1"}, Size: 1000}}
 
@@ -52,6 +53,9 @@ func TestRegister(t *testing.T) {
 	}
 	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "dedicated" {
 		t.Errorf("taints = %v", n.Spec.Taints)
+	}
+	if n.Spec.ProviderID != "example://zone-a/worker-1" {
+		t.Errorf("providerID = %q, want the configured one", n.Spec.ProviderID)
 	}
 	if got := f.count("create", "nodes", ""); got != 1 {
 		t.Errorf("creates = %d, want 1", got)

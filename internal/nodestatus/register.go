@@ -44,7 +44,7 @@ func (m *Manager) defaultLabels() map[string]string {
 }
 
 // initialNode is the Node heartlet creates: default labels, nodeLabels,
-// registerWithTaints, and a full status.
+// registerWithTaints, providerID, and a full status.
 func (m *Manager) initialNode(ctx context.Context) *v1.Node {
 	logger := klog.FromContext(ctx)
 	labels := m.defaultLabels()
@@ -58,6 +58,7 @@ func (m *Manager) initialNode(ctx context.Context) *v1.Node {
 	if len(m.opts.Taints) > 0 {
 		node.Spec.Taints = slices.Clone(m.opts.Taints)
 	}
+	node.Spec.ProviderID = m.opts.ProviderID
 	m.setStatus(ctx, node)
 	return node
 }

@@ -427,3 +427,28 @@ func kubeletAPIRequest(t *testing.T, c *http.Client, token, method, url string) 
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, string(body)
 }
+
+// enableServer: false leaves the authenticated kubelet API off, as
+// upstream's; the read-only and healthz ports still serve, and the start-up
+// warning about fields heartlet ignores does not name enableServer.
+func TestKubeletAPIDisabled(t *testing.T) {
+	h := newHeartlet(t, "enableServer: false\n")
+	t.Cleanup(h.cleanup)
+	h.start() // waits for the read-only port's /pods
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", h.healthzPort))
+	if err != nil {
+		t.Fatalf("healthz: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz = %d, want 200", resp.StatusCode)
+	}
+	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", h.apiPort), 2*time.Second)
+	if err == nil {
+		conn.Close()
+		t.Errorf("the kubelet API port %d accepts connections with enableServer: false", h.apiPort)
+	}
+	if h.logContains("enableServer (=false)") {
+		t.Errorf("the start-up warning names enableServer, which heartlet acts on")
+	}
+}

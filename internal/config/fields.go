@@ -1,0 +1,177 @@
+package config
+
+// Support says what heartlet does with a KubeletConfiguration field.
+type Support string
+
+const (
+	// Honoured: heartlet acts on the field's value.
+	Honoured Support = "honoured"
+	// NotYet: heartlet reads and validates the field but does not act on
+	// it yet; a value other than the default is named in a warning at
+	// start and by heartlet validate.
+	NotYet Support = "not yet"
+	// NoOp: acting on the field means nothing for heartlet (e.g. upstream
+	// ignores it too); the row says why. No warning is given.
+	NoOp Support = "no-op"
+)
+
+// FieldSupport is one row of Fields.
+type FieldSupport struct {
+	// Path is the field's JSON path, e.g. "authentication.webhook.enabled".
+	Path string
+	// Support is what heartlet does with it.
+	Support Support
+	// Note says what heartlet does, or why it does not (yet).
+	Note string
+}
+
+// Fields classifies every field of the upstream v1beta1
+// KubeletConfiguration, in the type's order: structs are broken down to
+// their fields (a list or a map is one row). A test fails when a field of
+// the type is missing here or a row names a field the type does not have,
+// and docs/configuration.md holds this table (go test ./internal/config
+// -run TestFieldsDoc -update rewrites it). Flip a row to Honoured in the
+// change that makes heartlet act on the field.
+var Fields = []FieldSupport{
+	{"kind", Honoured, "must be KubeletConfiguration"},
+	{"apiVersion", Honoured, "must be kubelet.config.k8s.io/v1beta1"},
+	{"enableServer", Honoured, "false leaves out the authenticated HTTPS server (read-only and healthz ports are separate)"},
+	{"staticPodPath", Honoured, "static pods are read from this directory"},
+	{"podLogsDir", Honoured, "container logs are written under it"},
+	{"syncFrequency", Honoured, "longest time between two syncs of a pod; also the syncloop health check's threshold"},
+	{"fileCheckFrequency", Honoured, "how often staticPodPath is read again"},
+	{"httpCheckFrequency", NotYet, "heartlet has no HTTP pod source"},
+	{"staticPodURL", NotYet, "heartlet has no HTTP pod source"},
+	{"staticPodURLHeader", NotYet, "heartlet has no HTTP pod source"},
+	{"address", Honoured, "listen address of the HTTPS and read-only servers"},
+	{"port", Honoured, "port of the HTTPS server, reported as the kubelet endpoint"},
+	{"readOnlyPort", Honoured, "port of the read-only server (0: off)"},
+	{"tlsCertFile", Honoured, "serving certificate of the HTTPS server"},
+	{"tlsPrivateKeyFile", Honoured, "serving key of the HTTPS server"},
+	{"tlsCipherSuites", Honoured, "cipher suites of the HTTPS server"},
+	{"tlsCurvePreferences", NotYet, "Go's default curves are used"},
+	{"tlsMinVersion", Honoured, "minimum TLS version of the HTTPS server"},
+	{"rotateCertificates", NotYet, "no client certificate rotation"},
+	{"serverTLSBootstrap", NotYet, "no serving certificate from a CSR; a self-signed one is made"},
+	{"authentication.x509.clientCAFile", Honoured, "client certificates signed by it are accepted (reloaded when it changes)"},
+	{"authentication.webhook.enabled", Honoured, "bearer tokens are checked with TokenReviews"},
+	{"authentication.webhook.cacheTTL", Honoured, "TokenReview results are cached this long"},
+	{"authentication.anonymous.enabled", Honoured, "requests without credentials are system:anonymous"},
+	{"authorization.mode", Honoured, "AlwaysAllow or Webhook (SubjectAccessReviews)"},
+	{"authorization.webhook.cacheAuthorizedTTL", Honoured, "allowed SubjectAccessReviews are cached this long"},
+	{"authorization.webhook.cacheUnauthorizedTTL", Honoured, "denied SubjectAccessReviews are cached this long"},
+	{"registryPullQPS", NotYet, "image pulls are not rate-limited"},
+	{"registryBurst", NotYet, "image pulls are not rate-limited"},
+	{"imagePullCredentialsVerificationPolicy", NotYet, "pulled images are not re-verified per pod"},
+	{"preloadedImagesVerificationAllowlist", NotYet, "pulled images are not re-verified per pod"},
+	{"eventRecordQPS", NotYet, "events are not rate-limited by this setting"},
+	{"eventBurst", NotYet, "events are not rate-limited by this setting"},
+	{"enableDebuggingHandlers", Honoured, "logs, exec, attach, port-forward and debug endpoints of the HTTPS server"},
+	{"enableContentionProfiling", Honoured, "block profiles on /debug/pprof/"},
+	{"healthzPort", Honoured, "port of the healthz server (0: off)"},
+	{"healthzBindAddress", Honoured, "listen address of the healthz server"},
+	{"oomScoreAdj", Honoured, "heartlet's own oom_score_adj (a warning, and heartlet goes on, when the machine refuses it)"},
+	{"clusterDomain", Honoured, "added to pods' DNS search list"},
+	{"clusterDNS", Honoured, "pods' DNS servers"},
+	{"streamingConnectionIdleTimeout", NotYet, "exec, attach and port-forward streams have no idle timeout of their own"},
+	{"nodeStatusUpdateFrequency", Honoured, "how often node status is computed"},
+	{"nodeStatusReportFrequency", Honoured, "how often an unchanged node status is still written"},
+	{"nodeLeaseDurationSeconds", Honoured, "the node Lease's duration (renewed every quarter of it)"},
+	{"imageMinimumGCAge", NotYet, "no image garbage collection"},
+	{"imageMaximumGCAge", NotYet, "no image garbage collection"},
+	{"imageGCHighThresholdPercent", NotYet, "no image garbage collection"},
+	{"imageGCLowThresholdPercent", NotYet, "no image garbage collection"},
+	{"volumeStatsAggPeriod", NotYet, "volume usage is measured when stats are read, not on this period"},
+	{"kubeletCgroups", NotYet, "heartlet does not move itself into a cgroup"},
+	{"systemCgroups", NotYet, "system processes are not moved into a cgroup"},
+	{"cgroupRoot", Honoured, "the kubepods hierarchy is created under it"},
+	{"cgroupsPerQOS", Honoured, "QoS and pod cgroups are created"},
+	{"cgroupDriver", Honoured, "cgroupfs; systemd is refused until supported"},
+	{"cpuManagerPolicy", NotYet, "no CPU manager (every container may use every CPU)"},
+	{"singleProcessOOMKill", NotYet, "memory.oom.group is not set"},
+	{"cpuManagerPolicyOptions", NotYet, "no CPU manager"},
+	{"cpuManagerReconcilePeriod", NotYet, "no CPU manager"},
+	{"memoryManagerPolicy", NotYet, "no memory manager"},
+	{"topologyManagerPolicy", NotYet, "no topology manager"},
+	{"topologyManagerScope", NotYet, "no topology manager"},
+	{"topologyManagerPolicyOptions", NotYet, "no topology manager"},
+	{"qosReserved", NotYet, "no memory reservation for higher QoS classes"},
+	{"runtimeRequestTimeout", Honoured, "timeout of CRI requests"},
+	{"hairpinMode", NotYet, "heartlet configures no hairpin traffic; the CNI configuration decides"},
+	{"maxPods", Honoured, "pods capacity of the node and admission (OutOfpods)"},
+	{"podCIDR", NotYet, "not passed to the runtime"},
+	{"podPidsLimit", NotYet, "pod cgroups get no pids.max"},
+	{"resolvConf", Honoured, "pods' DNS configuration starts from it"},
+	{"runOnce", Honoured, "true is refused: run-once mode is not offered"},
+	{"cpuCFSQuota", NotYet, "CPU limits are always enforced with a CFS quota"},
+	{"cpuCFSQuotaPeriod", NotYet, "the CFS period is always 100ms"},
+	{"nodeStatusMaxImages", NotYet, "the node status lists at most 50 images"},
+	{"maxOpenFiles", NotYet, "heartlet's open-file limit is not changed"},
+	{"contentType", Honoured, "content type of requests to the API server"},
+	{"kubeAPIQPS", Honoured, "client-side rate limit of API requests"},
+	{"kubeAPIBurst", Honoured, "client-side burst of API requests"},
+	{"serializeImagePulls", NotYet, "image pulls are not serialized"},
+	{"maxParallelImagePulls", NotYet, "parallel image pulls are not bounded"},
+	{"evictionHard", NotYet, "memory.available and nodefs.available lower node allocatable; no pod is evicted yet"},
+	{"evictionSoft", NotYet, "no pod is evicted yet"},
+	{"evictionSoftGracePeriod", NotYet, "no pod is evicted yet"},
+	{"evictionPressureTransitionPeriod", NotYet, "no pressure conditions yet"},
+	{"evictionMaxPodGracePeriod", NotYet, "no pod is evicted yet"},
+	{"evictionMinimumReclaim", NotYet, "no pod is evicted yet"},
+	{"mergeDefaultEvictionSettings", NotYet, "merges the default thresholds into evictionHard, which only lowers allocatable"},
+	{"podsPerCore", Honoured, "the pods capacity (node status and admission) is at most podsPerCore per CPU"},
+	{"enableControllerAttachDetach", NotYet, "heartlet attaches and detaches no volumes"},
+	{"protectKernelDefaults", NotYet, "kernel tunables are neither checked nor changed"},
+	{"makeIPTablesUtilChains", NotYet, "no KUBE-IPTABLES-HINT chain is created"},
+	{"iptablesMasqueradeBit", NoOp, "deprecated upstream, where it no longer has any effect"},
+	{"iptablesDropBit", NoOp, "deprecated upstream, where it no longer has any effect"},
+	{"featureGates", NotYet, "heartlet has no feature gates; names are not checked"},
+	{"failSwapOn", Honoured, "heartlet refuses to start while swap is on (/proc/swaps)"},
+	{"memorySwap.swapBehavior", NotYet, "containers' swap is not configured"},
+	{"containerLogMaxSize", Honoured, "container logs are rotated at this size"},
+	{"containerLogMaxFiles", Honoured, "log files kept per container"},
+	{"containerLogMaxWorkers", Honoured, "concurrent log rotations"},
+	{"containerLogMonitorInterval", Honoured, "how often logs are checked for rotation"},
+	{"configMapAndSecretChangeDetectionStrategy", NotYet, "configMap and secret volumes are read with GETs whatever the strategy"},
+	{"systemReserved", Honoured, "subtracted from node allocatable"},
+	{"kubeReserved", Honoured, "subtracted from node allocatable"},
+	{"reservedSystemCPUs", NotYet, "no CPU manager"},
+	{"showHiddenMetricsForVersion", NotYet, "heartlet hides no metrics"},
+	{"systemReservedCgroup", NotYet, "system-reserved is not enforced on a cgroup"},
+	{"kubeReservedCgroup", NotYet, "kube-reserved is not enforced on a cgroup"},
+	{"enforceNodeAllocatable", NotYet, "the kubepods cgroup is not limited to node allocatable"},
+	{"allowedUnsafeSysctls", Honoured, "unsafe sysctls pods may set"},
+	{"defaultPodSysctls", NotYet, "pods get only the sysctls they ask for"},
+	{"volumePluginDir", NotYet, "no flexvolume plugins"},
+	{"providerID", Honoured, "Node.spec.providerID, set when the Node is registered"},
+	{"kernelMemcgNotification", NotYet, "no eviction yet"},
+	{"logging.format", Honoured, "text or json"},
+	{"logging.flushFrequency", NotYet, "klog's own flush interval is used"},
+	{"logging.verbosity", Honoured, "log verbosity"},
+	{"logging.vmodule", Honoured, "per-file log verbosity"},
+	{"logging.options.text.splitStream", NotYet, "info and error lines go to the same stream"},
+	{"logging.options.text.infoBufferSize", NotYet, "info lines are not buffered"},
+	{"logging.options.json.splitStream", NotYet, "info and error lines go to the same stream"},
+	{"logging.options.json.infoBufferSize", NotYet, "info lines are not buffered"},
+	{"enableSystemLogHandler", Honoured, "/logs/ on the HTTPS server"},
+	{"enableSystemLogQuery", NotYet, "/logs/ serves files only, no journal queries"},
+	{"shutdownGracePeriod", NotYet, "no graceful node shutdown"},
+	{"shutdownGracePeriodCriticalPods", NotYet, "no graceful node shutdown"},
+	{"shutdownGracePeriodByPodPriority", NotYet, "no graceful node shutdown"},
+	{"crashLoopBackOff.maxContainerRestartPeriod", Honoured, "cap of the container restart back-off"},
+	{"reservedMemory", NotYet, "no memory manager"},
+	{"enableProfilingHandler", Honoured, "/debug/pprof/ on the HTTPS server"},
+	{"enableDebugFlagsHandler", Honoured, "/debug/flags/v on the HTTPS server"},
+	{"seccompDefault", Honoured, "RuntimeDefault seccomp for containers without a profile"},
+	{"memoryThrottlingFactor", NotYet, "no memory QoS (memory.high)"},
+	{"memoryReservationPolicy", NotYet, "no memory QoS"},
+	{"registerWithTaints", Honoured, "taints set when the Node is registered"},
+	{"registerNode", Honoured, "the Node is created when missing"},
+	{"tracing.endpoint", NotYet, "no tracing"},
+	{"tracing.samplingRatePerMillion", NotYet, "no tracing"},
+	{"localStorageCapacityIsolation", NotYet, "ephemeral-storage is reported whatever the value; no local storage limits are enforced"},
+	{"containerRuntimeEndpoint", Honoured, "the CRI runtime heartlet talks to"},
+	{"imageServiceEndpoint", NotYet, "images are pulled through containerRuntimeEndpoint"},
+	{"failCgroupV1", NotYet, "heartlet runs on cgroup v1 hosts whatever the value"},
+	{"userNamespaces.idsPerPod", NotYet, "no user namespaces for pods"},
+}

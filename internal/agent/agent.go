@@ -105,7 +105,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
-	rt, err := runtime.New(ctx, cfg.ContainerRuntimeEndpoint, timeout)
+	rt, err := runtime.New(ctx, cfg.ContainerRuntimeEndpoint, timeout, runtime.WithImageEndpoint(cfg.ImageServiceEndpoint))
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/healthz"
+	"github.com/heartlet/heartlet/internal/images"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/mirror"
@@ -248,6 +249,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		Probes:             probes,
 		Pulls:              startup,
 		Started:            rotation,
+		Puller: images.NewPuller(rt, images.Options{
+			Serialize:   cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
+			MaxParallel: int(derefInt32(cfg.MaxParallelImagePulls)),
+			QPS:         float32(derefInt32(cfg.RegistryPullQPS)),
+			Burst:       int(cfg.RegistryBurst),
+			Clock:       a.clock,
+		}),
 	}, rt, podsyncCgroups(cg), startup.Sink(statuses))
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 	desired := podconfig.New()

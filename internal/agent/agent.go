@@ -93,6 +93,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			Kubeconfig:  a.opts.Kubeconfig,
 			QPS:         float32(derefInt32(cfg.KubeAPIQPS)),
 			Burst:       int(cfg.KubeAPIBurst),
+			EventQPS:    derefInt32(cfg.EventRecordQPS),
+			EventBurst:  cfg.EventBurst,
 			UserAgent:   version.UserAgent(),
 			ContentType: cfg.ContentType,
 		})
@@ -191,7 +193,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		stopRecs = func() {}
 	)
 	if cl != nil {
-		er, stop := kubeclient.NewEventRecorder(ctx, cl.Kube, a.opts.NodeName)
+		er, stop := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName)
 		rec, stopRecs = er, stop
 		getter = volume.NewClientGetter(cl.Kube)
 		node = nodestatus.New(cl.Kube, a.clock, nodestatus.Options{

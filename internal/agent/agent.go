@@ -204,6 +204,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			Labels:            a.opts.NodeLabels,
 			Taints:            cfg.RegisterWithTaints,
 			MaxPods:           int(cfg.MaxPods),
+			MaxImages:         cfg.NodeStatusMaxImages,
 			Reserved:          reserved(cfg.KubeReserved, cfg.SystemReserved),
 			EvictionHard:      cfg.EvictionHard,
 			UpdateFrequency:   cfg.NodeStatusUpdateFrequency.Duration,

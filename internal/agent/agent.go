@@ -27,6 +27,7 @@ import (
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/healthz"
+	"github.com/heartlet/heartlet/internal/images"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/mirror"
@@ -100,6 +101,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			Kubeconfig:  a.opts.Kubeconfig,
 			QPS:         float32(derefInt32(cfg.KubeAPIQPS)),
 			Burst:       int(cfg.KubeAPIBurst),
+			EventQPS:    derefInt32(cfg.EventRecordQPS),
+			EventBurst:  cfg.EventBurst,
 			UserAgent:   version.UserAgent(),
 			ContentType: cfg.ContentType,
 		})
@@ -113,7 +116,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
-	rt, err := runtime.New(ctx, cfg.ContainerRuntimeEndpoint, timeout)
+	rt, err := runtime.New(ctx, cfg.ContainerRuntimeEndpoint, timeout, runtime.WithImageEndpoint(cfg.ImageServiceEndpoint))
 	if err != nil {
 		return err
 	}
@@ -204,7 +207,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		stopRecs = func() {}
 	)
 	if cl != nil {
-		er, stop := kubeclient.NewEventRecorder(ctx, cl.Kube, a.opts.NodeName)
+		er, stop := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName)
 		rec, stopRecs = er, stop
 		getter = volume.NewClientGetter(cl.Kube)
 		node = nodestatus.New(cl.Kube, a.clock, nodestatus.Options{
@@ -216,6 +219,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			Taints:            cfg.RegisterWithTaints,
 			ProviderID:        cfg.ProviderID,
 			MaxPods:           maxPods(cfg),
+			MaxImages:         cfg.NodeStatusMaxImages,
 			Reserved:          reserved(cfg.KubeReserved, cfg.SystemReserved),
 			EvictionHard:      cfg.EvictionHard,
 			UpdateFrequency:   cfg.NodeStatusUpdateFrequency.Duration,
@@ -263,6 +267,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		Probes:             probes,
 		Pulls:              startup,
 		Started:            rotation,
+		Puller: images.NewPuller(rt, images.Options{
+			Serialize:   cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
+			MaxParallel: int(derefInt32(cfg.MaxParallelImagePulls)),
+			QPS:         float32(derefInt32(cfg.RegistryPullQPS)),
+			Burst:       int(cfg.RegistryBurst),
+			Clock:       a.clock,
+		}),
 	}, rt, podsyncCgroups(cg), startup.Sink(statuses))
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 

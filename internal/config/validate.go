@@ -130,6 +130,9 @@ func Validate(kc *kubeletv1beta1.KubeletConfiguration) field.ErrorList {
 			errs = append(errs, field.Invalid(root("maxParallelImagePulls"), *p, "must be 1 when serializeImagePulls is true"))
 		}
 	}
+	if kc.NodeStatusMaxImages != nil && *kc.NodeStatusMaxImages < -1 {
+		errs = append(errs, field.Invalid(root("nodeStatusMaxImages"), *kc.NodeStatusMaxImages, "must be -1 (no cap) or greater"))
+	}
 	if kc.OOMScoreAdj != nil && (*kc.OOMScoreAdj < -1000 || *kc.OOMScoreAdj > 1000) {
 		errs = append(errs, field.Invalid(root("oomScoreAdj"), *kc.OOMScoreAdj, "must be between -1000 and 1000"))
 	}

@@ -50,6 +50,13 @@ func TestValidate(t *testing.T) {
 		{"negative QPS", func(c *kc) { c.KubeAPIQPS = ptr.To[int32](-1); c.EventBurst = -1 }, []string{"kubeAPIQPS", "eventBurst"}},
 		{"maxParallelImagePulls with serial pulls", func(c *kc) { c.MaxParallelImagePulls = ptr.To[int32](3) }, []string{"maxParallelImagePulls"}},
 		{"maxParallelImagePulls zero", func(c *kc) { c.MaxParallelImagePulls = ptr.To[int32](0) }, []string{"maxParallelImagePulls"}},
+		{"maxParallelImagePulls with parallel pulls", func(c *kc) {
+			c.SerializeImagePulls = ptr.To(false)
+			c.MaxParallelImagePulls = ptr.To[int32](3)
+		}, nil},
+		{"nodeStatusMaxImages -1", func(c *kc) { c.NodeStatusMaxImages = ptr.To[int32](-1) }, nil},
+		{"nodeStatusMaxImages 0", func(c *kc) { c.NodeStatusMaxImages = ptr.To[int32](0) }, nil},
+		{"nodeStatusMaxImages -2", func(c *kc) { c.NodeStatusMaxImages = ptr.To[int32](-2) }, []string{"nodeStatusMaxImages"}},
 		{"oomScoreAdj", func(c *kc) { c.OOMScoreAdj = ptr.To[int32](-1001) }, []string{"oomScoreAdj"}},
 		{"podPidsLimit -1", func(c *kc) { c.PodPidsLimit = ptr.To[int64](-1) }, nil},
 		{"podPidsLimit -2", func(c *kc) { c.PodPidsLimit = ptr.To[int64](-2) }, []string{"podPidsLimit"}},

@@ -67,6 +67,12 @@ type Options struct {
 	// disables client-side rate limiting.
 	QPS   float32
 	Burst int
+	// EventQPS and EventBurst limit the event client's request rate
+	// (eventRecordQPS, eventBurst); EventQPS 0 means no limit, as the
+	// kubelet configuration documents for eventRecordQPS. A positive
+	// EventQPS with EventBurst 0 gets client-go's default burst.
+	EventQPS   int32
+	EventBurst int32
 	// UserAgent is sent with every request; "" means heartlet's own.
 	UserAgent string
 	// ContentType is the encoding of request bodies (contentType in the
@@ -83,6 +89,10 @@ type Options struct {
 type Client struct {
 	// Kube is the main clientset, rate-limited by QPS and Burst.
 	Kube kubernetes.Interface
+	// Events is the clientset events are written with, rate-limited by
+	// EventQPS and EventBurst instead of QPS and Burst, as upstream's
+	// separate event client.
+	Events kubernetes.Interface
 	// Heartbeat is a clientset without client-side rate limiting and with a
 	// per-request timeout, for Node status and Lease renewals, so that a
 	// burst of other requests never delays them.
@@ -148,8 +158,19 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("kubeconfig %s: building heartbeat client for %s: %w", opts.Kubeconfig, cfg.Host, err)
 	}
 
+	ev := rest.CopyConfig(cfg)
+	ev.QPS, ev.Burst = -1, 0
+	if opts.EventQPS > 0 {
+		ev.QPS, ev.Burst = float32(opts.EventQPS), int(opts.EventBurst)
+	}
+	events, err := kubernetes.NewForConfig(ev)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: building event client for %s: %w", opts.Kubeconfig, cfg.Host, err)
+	}
+
 	c := &Client{
 		Kube:      kube,
+		Events:    events,
 		Heartbeat: heartbeat,
 		Rest:      cfg,
 		Server:    cfg.Host,

@@ -35,7 +35,7 @@ func TestIntegrationLoad(t *testing.T) {
 		t.Errorf("server version %q", c.ServerVersion)
 	}
 
-	rec, shutdown := NewEventRecorder(ctx, c.Kube, name)
+	rec, shutdown := NewEventRecorder(ctx, c.Events, name)
 	defer shutdown()
 	reason := "HeartletIntegration" + time.Now().Format("150405")
 	rec.Event(&v1.ObjectReference{Kind: "Node", Name: name}, v1.EventTypeNormal, reason, "integration test")

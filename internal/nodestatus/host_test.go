@@ -2,6 +2,8 @@ package nodestatus
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestNodeAddresses(t *testing.T) {
@@ -211,30 +214,70 @@ func TestFilesystemSizeOfMissingRootDir(t *testing.T) {
 }
 
 func TestImages(t *testing.T) {
-	f := newFixture(t, Options{NodeName: "worker-1", MaxImages: 2})
-	f.rt.images = []*runtimeapi.Image{
+	images := []*runtimeapi.Image{
 		{RepoTags: []string{"small:1"}, Size: 10},
 		{RepoDigests: []string{"big@sha256:1"}, RepoTags: []string{"big:1", "big:2", "big:3", "big:4", "big:5"}, Size: 1000},
 		{RepoTags: []string{"mid:1"}, Size: 100},
 		{Size: 5000}, // no names
 	}
-	n := &v1.Node{}
-	f.m.setImages(context.Background(), n)
-	if len(n.Status.Images) != 2 {
-		t.Fatalf("images = %v, want 2", n.Status.Images)
+	tests := []struct {
+		name      string
+		maxImages *int32
+		want      []string // first names, largest image first
+	}{
+		{name: "cap 2: the two largest", maxImages: ptr.To[int32](2), want: []string{"big@sha256:1", "mid:1"}},
+		{name: "cap 1: the largest", maxImages: ptr.To[int32](1), want: []string{"big@sha256:1"}},
+		{name: "-1: no cap", maxImages: ptr.To[int32](-1), want: []string{"big@sha256:1", "mid:1", "small:1"}},
+		{name: "0: none", maxImages: ptr.To[int32](0), want: nil},
+		{name: "unset: 50", maxImages: nil, want: []string{"big@sha256:1", "mid:1", "small:1"}},
 	}
-	if got := n.Status.Images[0]; got.SizeBytes != 1000 || len(got.Names) != 5 || got.Names[0] != "big@sha256:1" {
-		t.Errorf("first image = %+v, want the biggest with 5 names, digest first", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Options{NodeName: "worker-1", MaxImages: tt.maxImages})
+			f.rt.images = images
+			n := &v1.Node{}
+			f.m.setImages(context.Background(), n)
+			var got []string
+			for _, im := range n.Status.Images {
+				got = append(got, im.Names[0])
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("images = %v, want %v", got, tt.want)
+			}
+			if len(tt.want) == 0 && n.Status.Images != nil {
+				t.Errorf("images = %#v, want nil", n.Status.Images)
+			}
+			if len(tt.want) > 0 {
+				if got := n.Status.Images[0]; got.SizeBytes != 1000 || len(got.Names) != 5 {
+					t.Errorf("first image = %+v, want the biggest with 5 names, digest first", got)
+				}
+			}
+		})
 	}
-	if got := n.Status.Images[1]; got.Names[0] != "mid:1" {
-		t.Errorf("second image = %+v, want mid", got)
-	}
+
 	// A failing runtime keeps the last list.
+	f := newFixture(t, Options{NodeName: "worker-1", MaxImages: ptr.To[int32](2)})
+	f.rt.images = images
+	f.m.setImages(context.Background(), &v1.Node{})
 	f.rt.imagesErr = context.DeadlineExceeded
 	n2 := &v1.Node{}
 	f.m.setImages(context.Background(), n2)
 	if len(n2.Status.Images) != 2 {
 		t.Errorf("images after an error = %v, want the previous list", n2.Status.Images)
+	}
+}
+
+// TestDefaultMaxImages checks that without nodeStatusMaxImages at most 50
+// images are reported.
+func TestDefaultMaxImages(t *testing.T) {
+	f := newFixture(t, Options{NodeName: "worker-1"})
+	for i := range 60 {
+		f.rt.images = append(f.rt.images, &runtimeapi.Image{RepoTags: []string{fmt.Sprintf("img:%d", i)}, Size: uint64(i + 1)})
+	}
+	n := &v1.Node{}
+	f.m.setImages(context.Background(), n)
+	if len(n.Status.Images) != DefaultMaxImages || n.Status.Images[0].Names[0] != "img:59" {
+		t.Errorf("%d images, first %v; want %d, the largest first", len(n.Status.Images), n.Status.Images[0].Names, DefaultMaxImages)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // Defaults, as the upstream kubelet's.
@@ -79,9 +80,10 @@ type Options struct {
 	ProviderID string
 	// MaxPods is the pods capacity; 0 means 110.
 	MaxPods int
-	// MaxImages bounds the images reported (nodeStatusMaxImages); 0 means
-	// 50, negative means all.
-	MaxImages int
+	// MaxImages caps the images reported, largest first
+	// (nodeStatusMaxImages): nil means 50, -1 (any negative) no cap, 0 no
+	// images at all, as upstream.
+	MaxImages *int32
 	// Reserved is kubeReserved plus systemReserved.
 	Reserved v1.ResourceList
 	// EvictionHard are the hard eviction thresholds; memory.available and
@@ -158,8 +160,8 @@ func New(kube kubernetes.Interface, clk clock.WithTicker, opts Options, rt Runti
 	if opts.MaxPods == 0 {
 		opts.MaxPods = DefaultMaxPods
 	}
-	if opts.MaxImages == 0 {
-		opts.MaxImages = DefaultMaxImages
+	if opts.MaxImages == nil {
+		opts.MaxImages = ptr.To[int32](DefaultMaxImages)
 	}
 	if opts.UpdateFrequency <= 0 {
 		opts.UpdateFrequency = DefaultUpdateFrequency

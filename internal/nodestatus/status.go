@@ -315,8 +315,8 @@ func (m *Manager) setImages(ctx context.Context, node *v1.Node) {
 		}
 		return out[i].Names[0] < out[j].Names[0]
 	})
-	if m.opts.MaxImages >= 0 && len(out) > m.opts.MaxImages {
-		out = out[:m.opts.MaxImages]
+	if limit := int(*m.opts.MaxImages); limit >= 0 && len(out) > limit {
+		out = out[:limit]
 	}
 	if len(out) == 0 {
 		out = nil

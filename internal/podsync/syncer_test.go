@@ -25,6 +25,7 @@ type harness struct {
 	t      *testing.T
 	ctx    context.Context
 	fake   *fakecri.Server
+	rt     *runtime.Runtime
 	clock  *testingclock.FakeClock
 	syncer *Syncer
 	status *status.Manager
@@ -53,7 +54,7 @@ func newHarness(t *testing.T) *harness {
 		RuntimeName: "fakecri",
 		Clock:       clk,
 	}, rt, nil, st)
-	return &harness{t: t, ctx: ctx, fake: fake, clock: clk, syncer: s, status: st}
+	return &harness{t: t, ctx: ctx, fake: fake, rt: rt, clock: clk, syncer: s, status: st}
 }
 
 func (h *harness) sync(pod *v1.Pod) podworker.SyncResult {

@@ -39,18 +39,46 @@ type Runtime struct {
 	clock clock.PassiveClock
 }
 
+// Option configures New.
+type Option func(*newOptions)
+
+type newOptions struct {
+	imageEndpoint string
+}
+
+// WithImageEndpoint makes the image service calls (pull, image status,
+// list, remove, image filesystem info) go to the CRI image service at
+// endpoint instead of the runtime endpoint (imageServiceEndpoint); "" keeps
+// them on the runtime endpoint.
+func WithImageEndpoint(endpoint string) Option {
+	return func(o *newOptions) { o.imageEndpoint = endpoint }
+}
+
 // New connects to the CRI runtime at endpoint (unix:///path; a bare path is
 // taken as a unix socket) and checks that it answers the CRI v1 Version
-// call. connTimeout bounds the connection and each later call (zero means
-// DefaultTimeout). Errors name the endpoint and say whether the socket is
-// missing, the peer is not a CRI v1 runtime, or it did not answer in time.
-func New(ctx context.Context, endpoint string, connTimeout time.Duration) (*Runtime, error) {
+// call, and to the image service (the same endpoint unless
+// WithImageEndpoint names another) and checks that it answers the CRI v1
+// ImageFsInfo call. connTimeout bounds the connections and each later call
+// (zero means DefaultTimeout). Errors name the endpoint and whether it is
+// the runtime's or the image service's, and say whether the socket is
+// missing, the peer does not speak CRI v1, or it did not answer in time.
+func New(ctx context.Context, endpoint string, connTimeout time.Duration, opts ...Option) (*Runtime, error) {
+	var o newOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if connTimeout <= 0 {
 		connTimeout = DefaultTimeout
 	}
-	endpoint, err := checkEndpoint(endpoint)
+	endpoint, err := checkEndpoint(runtimeEndpointName, endpoint)
 	if err != nil {
 		return nil, err
+	}
+	imageEndpoint := endpoint
+	if o.imageEndpoint != "" {
+		if imageEndpoint, err = checkEndpoint(imageEndpointName, o.imageEndpoint); err != nil {
+			return nil, err
+		}
 	}
 	tp := noop.NewTracerProvider()
 	rs, err := cri.NewRemoteRuntimeServiceBuilder().
@@ -59,27 +87,33 @@ func New(ctx context.Context, endpoint string, connTimeout time.Duration) (*Runt
 		WithTracerProvider(tp).
 		Build(ctx)
 	if err != nil {
-		return nil, connectError(endpoint, connTimeout, err)
+		return nil, connectError(runtimeEndpointName, endpoint, connTimeout, err)
 	}
 	is, err := cri.NewRemoteImageServiceBuilder().
-		WithEndpoint(endpoint).
+		WithEndpoint(imageEndpoint).
 		WithConnectionTimeout(connTimeout).
 		WithTracerProvider(tp).
 		Build(ctx)
 	if err != nil {
 		_ = rs.Close(ctx)
-		return nil, connectError(endpoint, connTimeout, err)
+		return nil, connectError(imageEndpointName, imageEndpoint, connTimeout, err)
 	}
 	r := NewFromServices(rs, is)
 	v, err := r.Version(ctx)
 	if err != nil {
 		_ = r.Close(ctx)
-		return nil, connectError(endpoint, connTimeout, err)
+		return nil, connectError(runtimeEndpointName, endpoint, connTimeout, err)
 	}
-	klog.FromContext(ctx).V(1).Info("Connected to container runtime", "endpoint", endpoint,
+	klog.FromContext(ctx).V(1).Info("Connected to container runtime", "endpoint", endpoint, "imageEndpoint", imageEndpoint,
 		"runtimeName", v.RuntimeName, "runtimeVersion", v.RuntimeVersion, "apiVersion", v.RuntimeApiVersion)
 	return r, nil
 }
+
+// Names of the two endpoints in errors.
+const (
+	runtimeEndpointName = "container runtime endpoint"
+	imageEndpointName   = "image service endpoint"
+)
 
 // NewFromServices wraps existing CRI services, e.g. fakes in tests.
 func NewFromServices(rs criapi.RuntimeService, is criapi.ImageManagerService) *Runtime {
@@ -88,19 +122,19 @@ func NewFromServices(rs criapi.RuntimeService, is criapi.ImageManagerService) *R
 
 // checkEndpoint normalizes endpoint to unix:///path and checks that the
 // socket exists, so that the most common mistake gets a clear message
-// instead of a gRPC connection error.
-func checkEndpoint(endpoint string) (string, error) {
+// instead of a gRPC connection error. what names the endpoint in errors.
+func checkEndpoint(what, endpoint string) (string, error) {
 	if endpoint == "" {
-		return "", errors.New("container runtime endpoint is empty")
+		return "", fmt.Errorf("%s is empty", what)
 	}
 	path := endpoint
 	if strings.Contains(endpoint, "://") {
 		u, err := url.Parse(endpoint)
 		if err != nil {
-			return "", fmt.Errorf("container runtime endpoint %s: %w", endpoint, err)
+			return "", fmt.Errorf("%s %s: %w", what, endpoint, err)
 		}
 		if u.Scheme != "unix" {
-			return "", fmt.Errorf("container runtime endpoint %s: scheme %q not supported, only unix sockets", endpoint, u.Scheme)
+			return "", fmt.Errorf("%s %s: scheme %q not supported, only unix sockets", what, endpoint, u.Scheme)
 		}
 		path = u.Path
 	} else {
@@ -109,11 +143,11 @@ func checkEndpoint(endpoint string) (string, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", &endpointError{msg: fmt.Sprintf("container runtime endpoint %s: no such socket", endpoint), err: err}
+		return "", &endpointError{msg: fmt.Sprintf("%s %s: no such socket", what, endpoint), err: err}
 	case err != nil:
-		return "", fmt.Errorf("container runtime endpoint %s: %w", endpoint, err)
+		return "", fmt.Errorf("%s %s: %w", what, endpoint, err)
 	case fi.Mode()&fs.ModeSocket == 0:
-		return "", fmt.Errorf("container runtime endpoint %s: %s is not a socket", endpoint, path)
+		return "", fmt.Errorf("%s %s: %s is not a socket", what, endpoint, path)
 	}
 	return endpoint, nil
 }
@@ -128,20 +162,25 @@ type endpointError struct {
 func (e *endpointError) Error() string { return e.msg }
 func (e *endpointError) Unwrap() error { return e.err }
 
-// connectError explains a failed connection check.
-func connectError(endpoint string, timeout time.Duration, err error) error {
+// connectError explains a failed connection check of the endpoint named
+// what.
+func connectError(what, endpoint string, timeout time.Duration, err error) error {
+	notCRI := "not a CRI v1 runtime (the CRI v1 API is not implemented there)"
+	if what == imageEndpointName {
+		notCRI = "not a CRI v1 image service (the CRI v1 image API is not implemented there)"
+	}
 	switch status.Code(err) {
 	case codes.Unimplemented:
-		return fmt.Errorf("container runtime endpoint %s: not a CRI v1 runtime (the CRI v1 API is not implemented there): %w", endpoint, err)
+		return fmt.Errorf("%s %s: %s: %w", what, endpoint, notCRI, err)
 	case codes.DeadlineExceeded:
-		return fmt.Errorf("container runtime endpoint %s: no answer within %s: %w", endpoint, timeout, err)
+		return fmt.Errorf("%s %s: no answer within %s: %w", what, endpoint, timeout, err)
 	case codes.Unavailable:
-		return fmt.Errorf("container runtime endpoint %s: unavailable: %w", endpoint, err)
+		return fmt.Errorf("%s %s: unavailable: %w", what, endpoint, err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("container runtime endpoint %s: no answer within %s: %w", endpoint, timeout, err)
+		return fmt.Errorf("%s %s: no answer within %s: %w", what, endpoint, timeout, err)
 	}
-	return fmt.Errorf("container runtime endpoint %s: %w", endpoint, err)
+	return fmt.Errorf("%s %s: %w", what, endpoint, err)
 }
 
 // Close closes the connections to the runtime.

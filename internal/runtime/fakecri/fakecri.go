@@ -114,6 +114,8 @@ type Server struct {
 
 	stats       map[string]ContainerUsage // by container ID (SetContainerStats)
 	sandboxPids map[string]int            // by sandbox ID (SetSandboxPid)
+
+	pullHook func(ctx context.Context, image string) error // SetPullHook
 }
 
 type sandbox struct {
@@ -285,6 +287,15 @@ func (s *Server) RequireAuth(image, username, password string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.auth[image] = &runtimeapi.AuthConfig{Username: username, Password: password}
+}
+
+// SetPullHook makes every later PullImage call run hook first, outside the
+// server's lock, so it may block (until ctx is done, or the test lets it
+// go); an error from it fails the pull. nil removes the hook.
+func (s *Server) SetPullHook(hook func(ctx context.Context, image string) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pullHook = hook
 }
 
 // AddImage makes image present as if pulled and returns its ID.
@@ -913,8 +924,16 @@ func (i *imageServer) ImageStatus(_ context.Context, req *runtimeapi.ImageStatus
 	return &runtimeapi.ImageStatusResponse{Image: im.toCRI()}, nil
 }
 
-func (i *imageServer) PullImage(_ context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+func (i *imageServer) PullImage(ctx context.Context, req *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
 	s := i.s
+	s.mu.Lock()
+	hook := s.pullHook
+	s.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, req.GetImage().GetImage()); err != nil {
+			return nil, err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.begin("PullImage"); err != nil {

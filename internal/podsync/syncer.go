@@ -103,6 +103,11 @@ type Options struct {
 	Volumes Volumes
 	// Recorder records events; nil records none.
 	Recorder Recorder
+	// DisableCPUQuota leaves container cpu limits without a CFS quota
+	// (cpuCFSQuota: false); CPUPeriod is the CFS period of the quota
+	// (cpuCFSQuotaPeriod), 100ms when 0.
+	DisableCPUQuota bool
+	CPUPeriod       time.Duration
 	// MaxContainerRestartPeriod caps the crash-loop backoff
 	// (crashLoopBackOff.maxContainerRestartPeriod); 0 means 300 s.
 	MaxContainerRestartPeriod time.Duration

@@ -188,7 +188,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	var cg *cgroups.Manager
 	if cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS {
-		cg, err = cgroups.New(cgroups.Options{CgroupRoot: cfg.CgroupRoot, Driver: cfg.CgroupDriver})
+		cg, err = newCgroups(cfg)
 		if err != nil {
 			return fmt.Errorf("cgroups: %w", err)
 		}
@@ -259,6 +259,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		Volumes:       vols,
 		Recorder:      rec,
 
+		DisableCPUQuota:           !cpuCFSQuota(cfg),
+		CPUPeriod:                 cpuCFSQuotaPeriod(cfg),
 		MaxContainerRestartPeriod: maxRestartPeriod(cfg),
 		// The kubelet's seccomp profile root: <root-dir>/seccomp.
 		SeccompProfileRoot: filepath.Join(a.opts.RootDir, "seccomp"),

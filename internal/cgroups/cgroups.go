@@ -73,9 +73,13 @@ type Options struct {
 	// CPUPeriod is the CFS period for CPU limits (cpuCFSQuotaPeriod).
 	// Default 100ms; at least 1ms and at most 1s.
 	CPUPeriod time.Duration
-	// NodeAllocatable, when set, limits the kubepods cgroup to the node's
-	// allocatable cpu (as cpu.shares) and memory.
+	// NodeAllocatable, when set, limits the kubepods cgroup: cpu as
+	// cpu.shares, memory, and ResourcePIDs as pids.max (see
+	// PlanNodeAllocatable).
 	NodeAllocatable v1.ResourceList
+	// ReservedCgroups are existing cgroups EnsureQOS limits to their
+	// reservation (enforceNodeAllocatable's reserved entries).
+	ReservedCgroups []ReservedCgroup
 }
 
 // CheckDriver reports whether heartlet implements the cgroup driver ("" is
@@ -102,9 +106,15 @@ type Manager struct {
 	noQuota    bool
 	period     uint64 // microseconds
 	allocRes   v1.ResourceList
+	reserved   []ReservedCgroup
 
-	mu             sync.Mutex // serializes writes of the burstable weight
-	burstableMilli int64      // cpu requests of the burstable pods; guarded by mu
+	mu sync.Mutex // serializes writes of the QoS cgroups' limits
+	// burstable holds the cpu requests (millicpus) of the burstable pods
+	// that have a pod cgroup; guarded by mu.
+	burstable map[types.UID]int64
+	// allocErr is the last failure to limit kubepods, nil once limited;
+	// guarded by mu.
+	allocErr error
 }
 
 // New validates the options and detects the cgroup version: v2 when Root
@@ -141,6 +151,8 @@ func New(opts Options) (*Manager, error) {
 		noQuota:    opts.DisableCPUQuota,
 		period:     uint64(opts.CPUPeriod / time.Microsecond),
 		allocRes:   opts.NodeAllocatable,
+		reserved:   opts.ReservedCgroups,
+		burstable:  map[types.UID]int64{},
 	}, nil
 }
 
@@ -218,9 +230,13 @@ func uidFromDirName(name string) (types.UID, bool) {
 
 // EnsureQOS creates kubepods and its burstable and besteffort children in
 // every hierarchy and sets their cpu weights: besteffort gets the minimum,
-// burstable the sum of the burstable pods' cpu requests last given to
-// UpdateQOS (the minimum before that). kubepods is limited to
-// NodeAllocatable when set. Memory stays unlimited. Idempotent.
+// burstable the sum of the cpu requests of the burstable pods with a pod
+// cgroup (the minimum before any). kubepods is limited to NodeAllocatable
+// when set; when that fails (memory in use above the new limit, as after
+// lowering it) the error is logged and every later EnsurePod tries again,
+// as upstream retries until evictions have made room. The reserved cgroups
+// are then limited; one that does not exist is an error. Memory of the QoS
+// classes stays unlimited. Idempotent.
 func (m *Manager) EnsureQOS(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -231,18 +247,6 @@ func (m *Manager) EnsureQOS(ctx context.Context) error {
 	kubepods := m.qosPath(v1.PodQOSGuaranteed)
 	if err := m.ensure(ctx, kubepods); err != nil {
 		return err
-	}
-	if len(m.allocRes) > 0 {
-		var r Resources
-		if q, ok := m.allocRes[v1.ResourceCPU]; ok {
-			r.CPUShares = ptr(qos.MilliCPUToShares(q.MilliValue()))
-		}
-		if q, ok := m.allocRes[v1.ResourceMemory]; ok && q.Value() > 0 {
-			r.Memory = ptr(q.Value())
-		}
-		if err := m.apply(kubepods, r); err != nil {
-			return err
-		}
 	}
 	bestEffort := m.qosPath(v1.PodQOSBestEffort)
 	if err := m.ensure(ctx, bestEffort); err != nil {
@@ -259,30 +263,57 @@ func (m *Manager) EnsureQOS(ctx context.Context) error {
 	if err := m.writeBurstable(); err != nil {
 		return err
 	}
+	m.allocErr = errors.New("not limited yet")
+	m.limitKubepods(ctx)
+	for _, rc := range m.reserved {
+		if err := m.enforceReserved(rc); err != nil {
+			return err
+		}
+		klog.FromContext(ctx).Info("Enforced node allocatable on reserved cgroup", "enforcement", rc.Name, "path", rc.Path, "limits", rc.Limits)
+	}
 	klog.FromContext(ctx).V(2).Info("Ensured QoS cgroups", "path", kubepods, "cgroupVersion", m.Version())
 	return nil
 }
 
+// limitKubepods writes the kubepods limits unless already done. Callers
+// hold mu.
+func (m *Manager) limitKubepods(ctx context.Context) {
+	if m.allocErr == nil {
+		return
+	}
+	if len(m.allocRes) == 0 {
+		m.allocErr = nil
+		return
+	}
+	logger := klog.FromContext(ctx)
+	kubepods := m.qosPath(v1.PodQOSGuaranteed)
+	err := m.apply(kubepods, m.topLevelResources(m.allocRes, false))
+	if err != nil {
+		if m.allocErr.Error() != err.Error() {
+			logger.Error(err, "Failed to limit the pods' cgroup to node allocatable; will retry", "path", kubepods)
+		}
+		m.allocErr = err
+		return
+	}
+	m.allocErr = nil
+	logger.Info("Limited the pods' cgroup to node allocatable", "path", kubepods, "limits", m.allocRes)
+}
+
 // UpdateQOS sets the burstable cgroup's cpu weight from the cpu requests of
-// the burstable pods among pods (the pods that are or will be running).
-// EnsureQOS must have created the QoS cgroups.
+// the burstable pods among pods, replacing what EnsurePod and RemovePod
+// recorded. EnsureQOS must have created the QoS cgroups.
 func (m *Manager) UpdateQOS(ctx context.Context, pods []*v1.Pod) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var milli int64
-	for _, p := range pods {
-		if qos.Class(p) != v1.PodQOSBurstable {
-			continue
-		}
-		reqs, _ := qos.PodRequestsAndLimits(p)
-		if q, ok := reqs[v1.ResourceCPU]; ok {
-			milli += q.MilliValue()
-		}
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.burstableMilli = milli
+	m.burstable = map[types.UID]int64{}
+	for _, p := range pods {
+		if milli, ok := burstableCPU(p); ok {
+			m.burstable[p.UID] = milli
+		}
+	}
 	if err := m.writeBurstable(); err != nil {
 		return err
 	}
@@ -290,10 +321,47 @@ func (m *Manager) UpdateQOS(ctx context.Context, pods []*v1.Pod) error {
 	return nil
 }
 
-// writeBurstable writes the burstable cpu weight for burstableMilli.
+// burstableCPU returns the pod's cpu request in millicpus when it is a
+// Burstable pod.
+func burstableCPU(pod *v1.Pod) (int64, bool) {
+	if qos.Class(pod) != v1.PodQOSBurstable {
+		return 0, false
+	}
+	reqs, _ := qos.PodRequestsAndLimits(pod)
+	q := reqs[v1.ResourceCPU]
+	return q.MilliValue(), true
+}
+
+// trackBurstable records (add) or forgets (!add) the pod among the
+// burstable pods and rewrites the burstable weight when the sum changed.
+// Callers hold mu.
+func (m *Manager) trackBurstable(pod *v1.Pod, uid types.UID, add bool) error {
+	before := m.burstableMilli()
+	delete(m.burstable, uid)
+	if add {
+		if milli, ok := burstableCPU(pod); ok {
+			m.burstable[uid] = milli
+		}
+	}
+	if m.burstableMilli() == before {
+		return nil
+	}
+	return m.writeBurstable()
+}
+
+// burstableMilli sums the recorded burstable cpu requests. Callers hold mu.
+func (m *Manager) burstableMilli() int64 {
+	var sum int64
+	for _, v := range m.burstable {
+		sum += v
+	}
+	return sum
+}
+
+// writeBurstable writes the burstable cpu weight for the recorded pods.
 // Callers hold mu.
 func (m *Manager) writeBurstable() error {
-	shares := qos.MilliCPUToShares(m.burstableMilli)
+	shares := qos.MilliCPUToShares(m.burstableMilli())
 	return m.apply(m.qosPath(v1.PodQOSBurstable), Resources{CPUShares: &shares})
 }
 
@@ -310,6 +378,15 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) error {
 	p := m.PodCgroupParent(pod)
 	if err := m.ensure(ctx, p); err != nil {
 		return err
+	}
+	// The burstable class grows before anything of the pod runs in it, as
+	// upstream updates the QoS cgroups before it creates a pod's.
+	m.mu.Lock()
+	m.limitKubepods(ctx)
+	err := m.trackBurstable(pod, pod.UID, true)
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("update burstable cgroup: %w", err)
 	}
 	if err := m.apply(p, m.PodResources(pod)); err != nil {
 		return err
@@ -332,6 +409,14 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 		return err
 	}
 	logger := klog.FromContext(ctx)
+	// The pod no longer counts towards the burstable weight once it is
+	// being removed: nothing of it runs.
+	m.mu.Lock()
+	err := m.trackBurstable(nil, uid, false)
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("update burstable cgroup: %w", err)
+	}
 	hs, err := m.hierarchies()
 	if err != nil {
 		return err

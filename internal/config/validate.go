@@ -234,6 +234,16 @@ func validateCgroups(kc *kubeletv1beta1.KubeletConfiguration) field.ErrorList {
 			errs = append(errs, field.Invalid(p, v, "requires cgroupsPerQOS to be true"))
 		}
 	}
+	for _, k := range []string{"system-reserved", "kube-reserved"} {
+		if slices.Contains(kc.EnforceNodeAllocatable, k) && slices.Contains(kc.EnforceNodeAllocatable, k+"-compressible") {
+			errs = append(errs, field.Invalid(enforce, kc.EnforceNodeAllocatable, fmt.Sprintf("%q and %q cannot be given together", k, k+"-compressible")))
+		}
+	}
+	// The CustomCPUCFSQuotaPeriod gate is GA and on in the upstream
+	// kubelet this release follows: any period between 1ms and 1s is used.
+	if p := kc.CPUCFSQuotaPeriod; p != nil && (p.Duration < time.Millisecond || p.Duration > time.Second) {
+		errs = append(errs, field.Invalid(field.NewPath("cpuCFSQuotaPeriod"), p.Duration.String(), "must be between 1ms and 1s"))
+	}
 	return errs
 }
 

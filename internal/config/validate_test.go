@@ -69,6 +69,12 @@ func TestValidate(t *testing.T) {
 		{"enforceNodeAllocatable needs cgroup", func(c *kc) { c.EnforceNodeAllocatable = []string{"kube-reserved"} }, []string{"kubeReservedCgroup"}},
 		{"enforceNodeAllocatable needs QoS cgroups", func(c *kc) { c.CgroupsPerQOS = ptr.To(false) }, []string{"enforceNodeAllocatable[0]"}},
 		{"enforceNodeAllocatable none alone", func(c *kc) { c.EnforceNodeAllocatable = []string{"none", "pods"} }, []string{"enforceNodeAllocatable[0]"}},
+		{"enforceNodeAllocatable reserved twice", func(c *kc) {
+			c.EnforceNodeAllocatable = []string{"system-reserved", "system-reserved-compressible"}
+			c.SystemReservedCgroup = "/system.slice"
+		}, []string{"enforceNodeAllocatable"}},
+		{"cpuCFSQuotaPeriod too short", func(c *kc) { c.CPUCFSQuotaPeriod = &metav1.Duration{Duration: 500 * time.Microsecond} }, []string{"cpuCFSQuotaPeriod"}},
+		{"cpuCFSQuotaPeriod too long", func(c *kc) { c.CPUCFSQuotaPeriod = &metav1.Duration{Duration: 2 * time.Second} }, []string{"cpuCFSQuotaPeriod"}},
 		{"evictionHard every signal", func(c *kc) {
 			c.EvictionHard = map[string]string{}
 			for _, s := range EvictionSignals {

@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/heartlet/heartlet/internal/qos"
 )
 
 // Eviction signals that reserve capacity when they have a hard threshold,
@@ -16,21 +18,36 @@ var evictionReserves = map[string]v1.ResourceName{
 	"nodefs.available": v1.ResourceEphemeralStorage,
 }
 
-// capacity measures the machine: CPUs, memory, huge pages, the root
-// directory's filesystem, and the pod limit.
-func (m *Manager) capacity() (v1.ResourceList, error) {
-	mem, err := m.host.memTotal()
+// MachineCapacity measures the machine's CPUs, memory and huge pages, the
+// capacity the node reports for them and the top-level cgroups are sized
+// from.
+func MachineCapacity() (v1.ResourceList, error) {
+	return realHost().machine()
+}
+
+func (h host) machine() (v1.ResourceList, error) {
+	mem, err := h.memTotal()
 	if err != nil {
 		return nil, err
 	}
 	c := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewQuantity(int64(m.host.cpus()), resource.DecimalSI),
+		v1.ResourceCPU:    *resource.NewQuantity(int64(h.cpus()), resource.DecimalSI),
 		v1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI),
-		v1.ResourcePods:   *resource.NewQuantity(int64(m.opts.MaxPods), resource.DecimalSI),
 	}
-	for k, v := range m.host.hugepages() {
+	for k, v := range h.hugepages() {
 		c[k] = v
 	}
+	return c, nil
+}
+
+// capacity measures the machine: CPUs, memory, huge pages, the root
+// directory's filesystem, and the pod limit.
+func (m *Manager) capacity() (v1.ResourceList, error) {
+	c, err := m.host.machine()
+	if err != nil {
+		return nil, err
+	}
+	c[v1.ResourcePods] = *resource.NewQuantity(int64(m.opts.MaxPods), resource.DecimalSI)
 	size, err := m.host.filesystemSize(m.opts.RootDir)
 	if err != nil {
 		return nil, fmt.Errorf("ephemeral-storage capacity of root directory: %w", err)
@@ -47,17 +64,7 @@ func allocatable(capacity, reserved v1.ResourceList, evictionHard map[string]str
 	if err != nil {
 		return nil, err
 	}
-	out := v1.ResourceList{}
-	for name, c := range capacity {
-		v := c.DeepCopy()
-		if r, ok := reserved[name]; ok {
-			v.Sub(r)
-		}
-		if r, ok := evict[name]; ok {
-			v.Sub(r)
-		}
-		out[name] = v
-	}
+	out := qos.SubtractReserved(capacity, reserved, evict)
 	if mem, ok := out[v1.ResourceMemory]; ok {
 		for name, c := range capacity {
 			if strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {

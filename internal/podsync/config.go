@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -457,7 +458,9 @@ func (s *Syncer) fieldValue(pod *v1.Pod, path string, podIPs []string) (string, 
 }
 
 // containerResources maps the container's cpu and memory to CRI Linux
-// resources, with the OOM score adjustment of the pod's QoS class.
+// resources (cpu shares, the CFS quota per cpuCFSQuota and
+// cpuCFSQuotaPeriod, the memory limit), with the OOM score adjustment of the
+// pod's QoS class.
 func (s *Syncer) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
 	r := &runtimeapi.LinuxContainerResources{}
 	cpuReq := c.Resources.Requests.Cpu()
@@ -470,9 +473,16 @@ func (s *Syncer) containerResources(pod *v1.Pod, c *v1.Container) *runtimeapi.Li
 	default:
 		r.CpuShares = int64(qos.MilliCPUToShares(0))
 	}
-	if !cpuLim.IsZero() {
-		r.CpuPeriod = qos.DefaultCPUPeriod
-		r.CpuQuota = qos.MilliCPUToQuota(cpuLim.MilliValue(), qos.DefaultCPUPeriod)
+	if !s.opts.DisableCPUQuota {
+		// As upstream with cpuCFSQuota: the period always, the quota from
+		// the limit (0, unlimited, without one). Without cpuCFSQuota
+		// neither is set and the container has no CFS quota.
+		period := int64(qos.DefaultCPUPeriod)
+		if s.opts.CPUPeriod > 0 {
+			period = int64(s.opts.CPUPeriod / time.Microsecond)
+		}
+		r.CpuPeriod = period
+		r.CpuQuota = qos.MilliCPUToQuota(cpuLim.MilliValue(), period)
 	}
 	if mem := c.Resources.Limits.Memory(); !mem.IsZero() {
 		r.MemoryLimitInBytes = mem.Value()

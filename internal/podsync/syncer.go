@@ -103,6 +103,11 @@ type Options struct {
 	Volumes Volumes
 	// Recorder records events; nil records none.
 	Recorder Recorder
+	// DisableCPUQuota leaves container cpu limits without a CFS quota
+	// (cpuCFSQuota: false); CPUPeriod is the CFS period of the quota
+	// (cpuCFSQuotaPeriod), 100ms when 0.
+	DisableCPUQuota bool
+	CPUPeriod       time.Duration
 	// MaxContainerRestartPeriod caps the crash-loop backoff
 	// (crashLoopBackOff.maxContainerRestartPeriod); 0 means 300 s.
 	MaxContainerRestartPeriod time.Duration
@@ -220,6 +225,14 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	if err != nil {
 		return podworker.SyncResult{}, fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
 	}
+	if exceeded, _ := s.activeDeadline(pod); exceeded {
+		// As upstream: the pod failed; the worker stops it with its grace
+		// period.
+		logger.Info("Pod exceeded its active deadline, stopping it", "activeDeadlineSeconds", *pod.Spec.ActiveDeadlineSeconds)
+		s.event(pod, v1.EventTypeNormal, status.ReasonDeadlineExceeded, "%s", status.MessageDeadlineExceeded)
+		s.reportStatus(ctx, pod, nil, false)
+		return podworker.SyncResult{Terminal: true}, nil
+	}
 	acts := computeActions(pod, rs, runtime.HashContainer, crashBackoff{s.crash.Backoff, s.clock}, s.opts.Probes)
 	addProbeKills(pod, rs, &acts, s.opts.Probes)
 	waitingFor := acts.waiting
@@ -319,6 +332,10 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 
 	s.reportStatus(ctx, pod, waitingFor, false)
 	res := podworker.SyncResult{RequeueAfter: acts.requeueAfter}
+	if _, left := s.activeDeadline(pod); left > 0 && (res.RequeueAfter <= 0 || left < res.RequeueAfter) {
+		// Wake up when the deadline passes, with or without other events.
+		res.RequeueAfter = left
+	}
 	if err := errors.Join(errs...); err != nil {
 		// Pull backoff wakes the pod when it expires; other errors are
 		// retried by the worker.
@@ -662,6 +679,22 @@ func (s *Syncer) reportStatus(ctx context.Context, pod *v1.Pod, w map[string]wai
 		in.Old = &old
 	}
 	s.status.SetPodStatus(pod, status.Compute(pod, rs, in))
+}
+
+// activeDeadline tells whether the pod is past spec.activeDeadlineSeconds,
+// counted from the start time last reported (the API's before any), and
+// otherwise how long it has left.
+func (s *Syncer) activeDeadline(pod *v1.Pod) (bool, time.Duration) {
+	if pod.Spec.ActiveDeadlineSeconds == nil {
+		return false, 0
+	}
+	start := pod.Status.StartTime
+	if s.status != nil {
+		if st, ok := s.status.GetPodStatus(pod.UID); ok && st.StartTime != nil {
+			start = st.StartTime
+		}
+	}
+	return status.ActiveDeadline(pod, start, s.clock.Now())
 }
 
 // gracePeriod is the pod's termination grace period.

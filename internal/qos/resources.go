@@ -160,3 +160,23 @@ func maxAll(l, other v1.ResourceList) {
 		}
 	}
 }
+
+// SubtractReserved returns capacity minus every reservation, resource by
+// resource, never below zero: the node allocatable before eviction
+// thresholds, which the kubepods cgroup is limited to.
+func SubtractReserved(capacity v1.ResourceList, reserved ...v1.ResourceList) v1.ResourceList {
+	out := v1.ResourceList{}
+	for name, c := range capacity {
+		v := c.DeepCopy()
+		for _, r := range reserved {
+			if q, ok := r[name]; ok {
+				v.Sub(q)
+			}
+		}
+		if v.Sign() < 0 {
+			v.Set(0)
+		}
+		out[name] = v
+	}
+	return out
+}

@@ -141,6 +141,14 @@ func Compute(pod *v1.Pod, rs *runtime.PodStatus, in Inputs) v1.PodStatus {
 	c.setStartedAndReady(s.InitContainerStatuses, pod.Spec.InitContainers, true)
 	c.setStartedAndReady(s.ContainerStatuses, pod.Spec.Containers, false)
 
+	if old.StartTime != nil && !old.StartTime.IsZero() {
+		t := *old.StartTime
+		s.StartTime = &t
+	} else if !in.Now.IsZero() {
+		t := metav1.NewTime(in.Now)
+		s.StartTime = &t
+	}
+
 	all := make([]v1.ContainerStatus, 0, len(s.InitContainerStatuses)+len(s.ContainerStatuses))
 	all = append(all, s.InitContainerStatuses...)
 	all = append(all, s.ContainerStatuses...)
@@ -167,16 +175,21 @@ func Compute(pod *v1.Pod, rs *runtime.PodStatus, in Inputs) v1.PodStatus {
 			s.Message = pod.Status.Message
 		}
 	}
+	if !in.Now.IsZero() && !isTerminal(old.Phase) {
+		if exceeded, _ := ActiveDeadline(pod, s.StartTime, in.Now); exceeded {
+			// Past spec.activeDeadlineSeconds: the pod failed, whatever its
+			// containers say (the sync loop stops them). A pod that had
+			// already finished keeps its phase.
+			s.Phase = v1.PodFailed
+			s.Reason, s.Message = ReasonDeadlineExceeded, MessageDeadlineExceeded
+		}
+	}
+	if isTerminal(pod.Status.Phase) {
+		// Not even the deadline moves a phase the API shows as final.
+		s.Phase = pod.Status.Phase
+	}
 
 	s.Conditions = c.conditions(&s, all)
-
-	if old.StartTime != nil && !old.StartTime.IsZero() {
-		t := *old.StartTime
-		s.StartTime = &t
-	} else if !in.Now.IsZero() {
-		t := metav1.NewTime(in.Now)
-		s.StartTime = &t
-	}
 	return s
 }
 

@@ -137,6 +137,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		{Name: "log", Check: logCheck.Check},
 		{Name: "syncloop", Check: syncLoop.Check},
 		{Name: "pleg", Check: pl.Healthy},
+		{Name: "runtime", Check: pl.RuntimeHealthy},
 	}
 	statsHandlers := newStats(a.opts, rt, a.clock)
 	var servers []*server.Server

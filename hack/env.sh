@@ -268,7 +268,7 @@ write_env_file() {
 # run_containerd starts the environment's containerd and waits until it
 # answers CRI.
 run_containerd() {
-	setsid containerd --config "$CTRD_CONFIG" >>"$CTRD_LOG" 2>&1 </dev/null 9<&- &
+	spawn_daemon "$CTRD_LOG" containerd --config "$CTRD_CONFIG"
 	echo $! >"$CTRD_PID"
 	wait_for 30 "containerd on $SOCK" containerd_up || {
 		tail -n 30 "$CTRD_LOG" >&2
@@ -301,7 +301,7 @@ cmd_start() {
 
 	write_configs
 
-	setsid docker-registry serve "$REG_CONFIG" >>"$REG_LOG" 2>&1 </dev/null 9<&- &
+	spawn_daemon "$REG_LOG" docker-registry serve "$REG_CONFIG"
 	echo $! >"$REG_PID"
 	wait_for 20 "the registry on $REG_ADDR" registry_up || {
 		tail -n 20 "$REG_LOG" >&2
@@ -575,8 +575,8 @@ cmd_verify_clean() {
 }
 
 # One start or stop at a time (the lock is on this script, so nothing is
-# left behind). The daemons are started with fd 9 closed so that they do not
-# inherit the lock.
+# left behind). The daemons are started with every fd above 2 closed so
+# that they inherit neither this lock nor their starter's.
 lock() {
 	exec 9<"${BASH_SOURCE[0]}"
 	flock -w 300 9 || die "another hack/env.sh start/stop is still running"

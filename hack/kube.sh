@@ -199,7 +199,7 @@ run_daemon() {
 	else
 		exe=$BIN/$name
 	fi
-	setsid "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9<&- &
+	spawn_daemon "$LOGS/$name.log" "$exe" "$@"
 	echo $! >"$RUN/$name.pid"
 }
 

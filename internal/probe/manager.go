@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -46,6 +47,9 @@ type Manager struct {
 	clock   clock.WithTicker
 	prober  *prober
 	updates chan Update
+	// started is when the manager was made: containers running since
+	// before it were adopted from an earlier heartlet.
+	started time.Time
 
 	mu      sync.Mutex
 	ctx     context.Context // set by Run; workers start once it is
@@ -71,6 +75,7 @@ func NewManager(opts Options) *Manager {
 		clock:   clk,
 		prober:  newProber(opts.Exec),
 		updates: make(chan Update, updatesBuffer),
+		started: clk.Now(),
 		pods:    map[types.UID]*v1.Pod{},
 		workers: map[workerKey]*worker{},
 		results: map[resultKey]Result{},

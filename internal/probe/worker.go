@@ -128,6 +128,30 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
+// initialFor is the result a container starts with: the kind's initial
+// result, except for a container that has been running since before this
+// heartlet started (adopted after a restart) whose pod status, as the API
+// last had it, reports this very container ready (readiness) or started
+// (startup). That state stands until the next probe says otherwise, so a
+// restart of heartlet does not flip ready pods to not ready until their
+// next probe (upstream kubernetes#100277).
+func (w *worker) initialFor(pod *v1.Pod, id string, c v1.ContainerStatus) Result {
+	if w.kind == Liveness || c.State.Running == nil || !c.State.Running.StartedAt.Time.Before(w.m.started) {
+		return w.initial
+	}
+	for _, list := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for _, prev := range list {
+			if prev.Name != w.container.Name || bareID(prev.ContainerID) != id {
+				continue
+			}
+			if (w.kind == Readiness && prev.Ready) || (w.kind == Startup && prev.Started != nil && *prev.Started) {
+				return Success
+			}
+		}
+	}
+	return w.initial
+}
+
 // doProbe runs one round and reports whether the worker should go on.
 func (w *worker) doProbe(ctx context.Context) bool {
 	logger := klog.FromContext(ctx)
@@ -150,7 +174,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		}
 		w.containerID = id
 		w.lastResult, w.resultRun, w.onHold = Unknown, 0, false
-		w.m.set(ctx, w, id, w.initial)
+		w.m.set(ctx, w, id, w.initialFor(pod, id, c))
 	}
 	if w.onHold {
 		return true

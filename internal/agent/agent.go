@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -249,6 +250,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		Probes:             probes,
 		Pulls:              startup,
 		Started:            rotation,
+		CheckDisk:          diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
 	}, rt, podsyncCgroups(cg), startup.Sink(statuses))
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 	desired := podconfig.New()

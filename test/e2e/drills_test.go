@@ -312,12 +312,7 @@ func TestDrillAPIServerOutage(t *testing.T) {
 		at   time.Duration
 	}
 	ctx := context.Background()
-	nodeGoal := func(pick func(*v1.Node) time.Time) func() bool {
-		return func() bool {
-			n, err := cs.CoreV1().Nodes().Get(ctx, clusterNode, metav1.GetOptions{})
-			return err == nil && pick(n).After(back)
-		}
-	}
+	sawNotReady := false
 	podGoal := func(name string, cond func(*v1.Pod) bool) func() bool {
 		return func() bool {
 			p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
@@ -329,14 +324,21 @@ func TestDrillAPIServerOutage(t *testing.T) {
 			l, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, clusterNode, metav1.GetOptions{})
 			return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(back)
 		}},
-		{what: "node Ready heartbeat", done: nodeGoal(func(n *v1.Node) time.Time {
-			for _, cond := range n.Status.Conditions {
-				if cond.Type == v1.NodeReady && cond.Status == v1.ConditionTrue {
-					return cond.LastHeartbeatTime.Time
-				}
+		// The node lifecycle controller may have marked the node Unknown
+		// (no Lease renewal seen for longer than its grace period); heartlet
+		// must report it Ready again.
+		{what: "node Ready=True", done: func() bool {
+			n, err := cs.CoreV1().Nodes().Get(ctx, clusterNode, metav1.GetOptions{})
+			if err != nil {
+				return false
 			}
-			return time.Time{}
-		})},
+			st := nodeCondition(n, v1.NodeReady)
+			if st != v1.ConditionTrue && !sawNotReady {
+				sawNotReady = true
+				t.Logf("drill apiserver: node Ready=%s %v after the API server came back", st, ms(time.Since(back)))
+			}
+			return st == v1.ConditionTrue
+		}},
 		{what: "exit during the outage reported", done: podGoal("apisrv-exiter", func(p *v1.Pod) bool {
 			cs := statusOf(p, "main")
 			return p.Status.Phase == v1.PodFailed && cs != nil && cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 3
@@ -365,6 +367,7 @@ func TestDrillAPIServerOutage(t *testing.T) {
 		t.Logf("drill apiserver: %s %v after the API server came back", g.what, ms(g.at))
 	}
 	t.Logf("drill apiserver: the exit and the readiness change happened %v before the API server came back", ms(back.Sub(changedAt)))
+	waitNodeReady(t, h, v1.ConditionTrue, 90*time.Second)
 
 	after, err := listDrill(ctx, cs, set.drill)
 	if err != nil {

@@ -196,6 +196,14 @@ func (m *Manager) syncWorkersLocked(pod *v1.Pod) {
 	}
 	for k, c := range want {
 		w := newWorker(m, pod, c.DeepCopy(), k.kind)
+		// A container adopted after a restart of heartlet keeps the
+		// readiness or startup the API last had for it from the start,
+		// before the worker first runs: the pod's status, computed as soon
+		// as its worker syncs it, must not flip it in between.
+		if id, ok := w.adoptedSuccess(pod); ok {
+			w.containerID = id
+			m.results[resultKey{id, k.kind}] = Success
+		}
 		m.workers[k] = w
 		m.wg.Add(1)
 		go w.run(m.ctx)

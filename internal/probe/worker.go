@@ -136,20 +136,35 @@ func (w *worker) run(ctx context.Context) {
 // restart of heartlet does not flip ready pods to not ready until their
 // next probe (upstream kubernetes#100277).
 func (w *worker) initialFor(pod *v1.Pod, id string, c v1.ContainerStatus) Result {
-	if w.kind == Liveness || c.State.Running == nil || !c.State.Running.StartedAt.Time.Before(w.m.started) {
+	if c.State.Running == nil || !c.State.Running.StartedAt.Time.Before(w.m.started) {
 		return w.initial
+	}
+	if prev, ok := w.adoptedSuccess(pod); ok && prev == id {
+		return Success
+	}
+	return w.initial
+}
+
+// adoptedSuccess returns the ID of the container that the pod's API status
+// reports running since before this heartlet started and ready (for a
+// readiness worker) or started (for a startup worker); false otherwise,
+// and always for liveness.
+func (w *worker) adoptedSuccess(pod *v1.Pod) (string, bool) {
+	if w.kind == Liveness {
+		return "", false
 	}
 	for _, list := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
 		for _, prev := range list {
-			if prev.Name != w.container.Name || bareID(prev.ContainerID) != id {
+			if prev.Name != w.container.Name || prev.ContainerID == "" || prev.State.Running == nil ||
+				!prev.State.Running.StartedAt.Time.Before(w.m.started) {
 				continue
 			}
 			if (w.kind == Readiness && prev.Ready) || (w.kind == Startup && prev.Started != nil && *prev.Started) {
-				return Success
+				return bareID(prev.ContainerID), true
 			}
 		}
 	}
-	return w.initial
+	return "", false
 }
 
 // doProbe runs one round and reports whether the worker should go on.

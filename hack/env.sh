@@ -4,7 +4,7 @@
 #   - a containerd with its own root, state, socket, runc root and CNI
 #     config (bridge hl0, 10.88.0.0/16, portmap, loopback).
 #
-# Usage: hack/env.sh start|stop|status|verify-clean
+# Usage: hack/env.sh start|stop|status|verify-clean|stop-containerd|start-containerd|restart-containerd
 #   start         starts the environment (idempotent) and writes
 #                 /run/heartlet-env/env, which exports HEARTLET_CRI_ENDPOINT.
 #   stop          removes every pod through CRI, stops the daemons and removes
@@ -15,6 +15,12 @@
 #   status        prints the state; exits 0 only when the environment is up.
 #   verify-clean  prints whatever the environment left behind; exits 1 if
 #                 anything is left.
+#   stop-containerd, start-containerd, restart-containerd [DOWN_SECONDS]
+#                 stop (TERM) and start again only the environment's
+#                 containerd, with the same config, for failure drills: the
+#                 shims, and so the pods, survive. restart-containerd keeps it
+#                 down DOWN_SECONDS (default 0). Nothing else is touched; use
+#                 them only while no one else uses the environment.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -259,6 +265,17 @@ write_env_file() {
 	mv "$HEARTLET_ENV_FILE.tmp" "$HEARTLET_ENV_FILE"
 }
 
+# run_containerd starts the environment's containerd and waits until it
+# answers CRI.
+run_containerd() {
+	spawn_daemon "$CTRD_LOG" containerd --config "$CTRD_CONFIG"
+	echo $! >"$CTRD_PID"
+	wait_for 30 "containerd on $SOCK" containerd_up || {
+		tail -n 30 "$CTRD_LOG" >&2
+		die "containerd did not start"
+	}
+}
+
 cmd_start() {
 	need_root
 	local start
@@ -284,7 +301,7 @@ cmd_start() {
 
 	write_configs
 
-	setsid docker-registry serve "$REG_CONFIG" >>"$REG_LOG" 2>&1 </dev/null 9<&- &
+	spawn_daemon "$REG_LOG" docker-registry serve "$REG_CONFIG"
 	echo $! >"$REG_PID"
 	wait_for 20 "the registry on $REG_ADDR" registry_up || {
 		tail -n 20 "$REG_LOG" >&2
@@ -296,12 +313,7 @@ cmd_start() {
 			"oci:$HEARTLET_IMAGE_DIR/${img%%:*}:${img#*:}" "docker://$HEARTLET_REGISTRY/$img"
 	done
 
-	setsid containerd --config "$CTRD_CONFIG" >>"$CTRD_LOG" 2>&1 </dev/null 9<&- &
-	echo $! >"$CTRD_PID"
-	wait_for 30 "containerd on $SOCK" containerd_up || {
-		tail -n 30 "$CTRD_LOG" >&2
-		die "containerd did not start"
-	}
+	run_containerd
 	ctr --address "$SOCK" --namespace k8s.io images import --no-unpack=false \
 		"$HEARTLET_IMAGE_DIR/pause.tar" >/dev/null
 	write_env_file
@@ -476,6 +488,32 @@ cmd_stop() {
 	log "environment stopped in $(elapsed "$start")"
 }
 
+# cmd_stop_containerd stops only containerd (TERM; its shims and their
+# containers keep running).
+cmd_stop_containerd() {
+	need_root
+	local start
+	start=$(now_ms)
+	pid_alive "$CTRD_PID" containerd || die "containerd is not running"
+	stop_pid "$(<"$CTRD_PID")" 20
+	log "containerd stopped in $(elapsed "$start")"
+}
+
+# cmd_start_containerd starts containerd again with the environment's config.
+cmd_start_containerd() {
+	need_root
+	local start
+	start=$(now_ms)
+	[[ -f $CTRD_CONFIG ]] || die "no environment config at $CTRD_CONFIG; run hack/env.sh start"
+	if containerd_up; then
+		log "containerd already running"
+		return 0
+	fi
+	pid_alive "$CTRD_PID" containerd && die "containerd (pid $(<"$CTRD_PID")) runs but does not answer on $SOCK"
+	run_containerd
+	log "containerd started in $(elapsed "$start")"
+}
+
 cmd_status() {
 	local ok=0
 	if registry_up; then
@@ -537,8 +575,8 @@ cmd_verify_clean() {
 }
 
 # One start or stop at a time (the lock is on this script, so nothing is
-# left behind). The daemons are started with fd 9 closed so that they do not
-# inherit the lock.
+# left behind). The daemons are started with every fd above 2 closed so
+# that they inherit neither this lock nor their starter's.
 lock() {
 	exec 9<"${BASH_SOURCE[0]}"
 	flock -w 300 9 || die "another hack/env.sh start/stop is still running"
@@ -549,8 +587,14 @@ start) lock && cmd_start ;;
 stop) lock && cmd_stop ;;
 status) cmd_status ;;
 verify-clean) cmd_verify_clean ;;
+stop-containerd) lock && cmd_stop_containerd ;;
+start-containerd) lock && cmd_start_containerd ;;
+restart-containerd)
+	[[ ${2:-0} =~ ^[0-9]+$ ]] || die "restart-containerd: DOWN_SECONDS must be a whole number"
+	lock && cmd_stop_containerd && sleep "${2:-0}" && cmd_start_containerd
+	;;
 *)
-	echo "usage: $0 start|stop|status|verify-clean" >&2
+	echo "usage: $0 start|stop|status|verify-clean|stop-containerd|start-containerd|restart-containerd [DOWN_SECONDS]" >&2
 	exit 2
 	;;
 esac

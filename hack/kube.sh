@@ -4,7 +4,7 @@
 # kube-controller-manager and kube-scheduler, each with its own certificates
 # and kubeconfig, never the host's defaults.
 #
-# Usage: hack/kube.sh start|stop|status
+# Usage: hack/kube.sh start|stop|status|stop-apiserver|start-apiserver
 #   start   builds the binaries if they are not cached (hack/tools/kube),
 #           creates the PKI under /var/lib/heartlet-kube/pki (kept across
 #           runs), starts the daemons, waits for /readyz, the default
@@ -17,6 +17,11 @@
 #           cluster state (etcd data, kubeconfigs, /run/heartlet-kube); the
 #           PKI is kept. Set HEARTLET_KUBE_LOGS=DIR to keep the daemons' logs.
 #   status  prints the state; exits 0 only when the control plane is up.
+#   stop-apiserver, start-apiserver
+#           stop (TERM) and start again only kube-apiserver, with the same
+#           flags, for failure drills; etcd, the controller manager and the
+#           scheduler keep running. Use them only while no one else uses the
+#           control plane.
 #
 # Endpoints (all on 127.0.0.1): etcd 23790 (peer 23800), kube-apiserver
 # 6443, controller manager 10257, scheduler 10259. The controller manager
@@ -194,7 +199,7 @@ run_daemon() {
 	else
 		exe=$BIN/$name
 	fi
-	setsid "$exe" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9<&- &
+	spawn_daemon "$LOGS/$name.log" "$exe" "$@"
 	echo $! >"$RUN/$name.pid"
 }
 
@@ -374,6 +379,32 @@ cmd_stop() {
 	return $rc
 }
 
+cmd_stop_apiserver() {
+	need_root
+	local pid start
+	start=$(now_ms)
+	pid=$(pid_of kube-apiserver) || die "kube-apiserver is not running"
+	stop_pid "$pid" 20
+	log "kube-apiserver stopped in $(elapsed "$start")"
+}
+
+cmd_start_apiserver() {
+	need_root
+	local start
+	start=$(now_ms)
+	if apiserver_up; then
+		log "kube-apiserver already running"
+		return 0
+	fi
+	pid_of kube-apiserver >/dev/null && die "kube-apiserver runs but is not ready"
+	if [[ ! -f $ADMIN_KUBECONFIG ]] || ! pki_valid; then
+		die "no control plane state; run hack/kube.sh start"
+	fi
+	etcd_up || die "etcd is not running; run hack/kube.sh start"
+	start_apiserver || die "kube-apiserver did not become ready"
+	log "kube-apiserver ready in $(elapsed "$start")"
+}
+
 cmd_status() {
 	local name pid up=0
 	for name in "${DAEMONS[@]}"; do
@@ -396,8 +427,10 @@ case ${1:-} in
 start) cmd_start ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
+stop-apiserver) cmd_stop_apiserver ;;
+start-apiserver) cmd_start_apiserver ;;
 *)
-	echo "usage: $0 start|stop|status" >&2
+	echo "usage: $0 start|stop|status|stop-apiserver|start-apiserver" >&2
 	exit 2
 	;;
 esac

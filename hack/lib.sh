@@ -86,6 +86,23 @@ wait_for() {
 	done
 }
 
+# spawn_daemon LOG CMD... starts CMD in its own session in the background,
+# appending its output to LOG, with every file descriptor above 2 closed:
+# a daemon must not inherit a lock its starter holds (such as the e2e lock
+# taken with "flock FILE cmd", which passes it as fd 3), or the lock stays
+# held for as long as the daemon runs. $! is the daemon's pid.
+spawn_daemon() {
+	local log=$1
+	shift
+	(
+		for fd in /proc/$BASHPID/fd/*; do
+			fd=${fd##*/}
+			((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
+		done
+		exec setsid "$@"
+	) >>"$log" 2>&1 </dev/null &
+}
+
 # kube_binaries_present succeeds when the cached control-plane binaries exist.
 kube_binaries_present() {
 	local b

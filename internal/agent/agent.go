@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -148,6 +149,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		{Name: "log", Check: logCheck.Check},
 		{Name: "syncloop", Check: syncLoop.Check},
 		{Name: "pleg", Check: pl.Healthy},
+		{Name: "runtime", Check: pl.RuntimeHealthy},
 	}
 	statsHandlers := newStats(a.opts, rt, a.clock)
 	var servers []*server.Server
@@ -276,6 +278,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			Burst:       int(cfg.RegistryBurst),
 			Clock:       a.clock,
 		}),
+		CheckDisk: diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
 	}, rt, podsyncCgroups(cg), startup.Sink(statuses))
 	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
 

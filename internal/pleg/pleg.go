@@ -27,6 +27,11 @@ const (
 	// RelistThreshold is how old the last successful relist may be before
 	// Healthy reports an error.
 	RelistThreshold = 3 * time.Minute
+	// RuntimeThreshold is how old the last successful relist may be before
+	// RuntimeHealthy reports the container runtime unreachable, as
+	// upstream's runtime sync threshold: relisting is cheap and runs every
+	// period, so ten seconds without one means the runtime does not answer.
+	RuntimeThreshold = 10 * time.Second
 	// eventBuffer is the capacity of the events channel. When it is full,
 	// events are dropped: the pod workers' periodic resync repairs that.
 	eventBuffer = 1000
@@ -76,7 +81,7 @@ type PLEG struct {
 	mu          sync.Mutex
 	pods        []*runtime.PodStatus
 	lastSuccess time.Time // start of the last successful relist
-	lastFailed  bool      // the latest relist failed
+	lastErr     error     // error of the last relist, nil after a success
 	running     bool
 
 	// afterRelist, when set, is called after every relist once the next
@@ -157,6 +162,29 @@ func (p *PLEG) Healthy() error {
 	return nil
 }
 
+// RuntimeHealthy returns an error when no relist succeeded within
+// RuntimeThreshold (or none ever did): the container runtime is down or
+// does not answer. Unlike Healthy, which tolerates minutes of trouble as
+// upstream's PLEG check, it reports an outage of the runtime while it
+// lasts. The error names the last relist error when there was one.
+func (p *PLEG) RuntimeHealthy() error {
+	p.mu.Lock()
+	last, lastErr := p.lastSuccess, p.lastErr
+	p.mu.Unlock()
+	cause := ""
+	if lastErr != nil {
+		cause = ": " + lastErr.Error()
+	}
+	if last.IsZero() {
+		return fmt.Errorf("container runtime: no successful relist yet%s", cause)
+	}
+	if since := p.clk.Since(last); since > RuntimeThreshold {
+		return fmt.Errorf("container runtime unreachable: last successful relist was %v ago, threshold is %v%s",
+			since.Round(time.Millisecond), RuntimeThreshold, cause)
+	}
+	return nil
+}
+
 // Pods returns a copy of what the last successful relist found.
 func (p *PLEG) Pods() []*runtime.PodStatus {
 	p.mu.Lock()
@@ -175,7 +203,7 @@ func (p *PLEG) Pods() []*runtime.PodStatus {
 // wait for true.
 func (p *PLEG) Relisted() ([]*runtime.PodStatus, bool) {
 	p.mu.Lock()
-	ok := !p.lastSuccess.IsZero() && !p.lastFailed
+	ok := !p.lastSuccess.IsZero() && p.lastErr == nil
 	p.mu.Unlock()
 	return p.Pods(), ok
 }
@@ -194,12 +222,12 @@ func (p *PLEG) relist(ctx context.Context) {
 
 	pods, err := p.lister.ListPods(ctx)
 	if err != nil {
-		p.mu.Lock()
-		p.lastFailed = true
-		p.mu.Unlock()
 		if ctx.Err() == nil {
 			logger.Error(err, "PLEG relist failed")
 		}
+		p.mu.Lock()
+		p.lastErr = err
+		p.mu.Unlock()
 		return
 	}
 	pods = slices.DeleteFunc(slices.Clone(pods), func(s *runtime.PodStatus) bool { return s == nil })
@@ -226,7 +254,7 @@ func (p *PLEG) relist(ctx context.Context) {
 	p.mu.Lock()
 	p.pods = pods
 	p.lastSuccess = start
-	p.lastFailed = false
+	p.lastErr = nil
 	p.mu.Unlock()
 	metrics.PLEGLastSeen.Set(float64(start.Unix()))
 

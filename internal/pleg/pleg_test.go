@@ -417,6 +417,65 @@ func TestHealthy(t *testing.T) {
 	}
 }
 
+// RuntimeHealthy reports a runtime that fails relists, or does not answer
+// them, once no relist succeeded for RuntimeThreshold, and passes again
+// with the next success.
+func TestRuntimeHealthy(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error         // what relists after the first return
+		advance time.Duration // time since the last successful relist
+		wantErr string        // "" for healthy
+	}{
+		{name: "recent success", advance: RuntimeThreshold},
+		{name: "failing within the threshold", err: errors.New("connection refused"), advance: RuntimeThreshold},
+		{name: "failing past the threshold", err: errors.New("connection refused"), advance: RuntimeThreshold + time.Second,
+			wantErr: "container runtime unreachable: last successful relist was 11s ago, threshold is 10s: connection refused"},
+		{name: "no relist past the threshold", advance: RuntimeThreshold + time.Second,
+			wantErr: "container runtime unreachable: last successful relist was 11s ago"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, l, clk := newTestPLEG(t)
+			ctx := context.Background()
+			p.relist(ctx)
+			clk.Step(tt.advance)
+			if tt.err != nil {
+				l.set(nil, tt.err)
+				p.relist(ctx)
+			}
+			err := p.RuntimeHealthy()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("RuntimeHealthy() = %v, want nil", err)
+			case tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr)):
+				t.Fatalf("RuntimeHealthy() = %v, want an error starting %q", err, tt.wantErr)
+			}
+			// The PLEG check tolerates this much.
+			if err := p.Healthy(); err != nil {
+				t.Errorf("Healthy() = %v, want nil", err)
+			}
+			l.set(nil, nil)
+			p.relist(ctx)
+			if err := p.RuntimeHealthy(); err != nil {
+				t.Errorf("RuntimeHealthy() after a successful relist = %v", err)
+			}
+		})
+	}
+}
+
+func TestRuntimeHealthyBeforeFirstRelist(t *testing.T) {
+	p, l, _ := newTestPLEG(t)
+	if err := p.RuntimeHealthy(); err == nil {
+		t.Errorf("RuntimeHealthy() before any relist = nil, want an error")
+	}
+	l.set(nil, errors.New("connection refused"))
+	p.relist(context.Background())
+	if err := p.RuntimeHealthy(); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("RuntimeHealthy() after a failed first relist = %v, want an error naming the cause", err)
+	}
+}
+
 // runPLEG runs p until the test ends and returns a channel that receives
 // after every relist once the next one is scheduled.
 func runPLEG(t *testing.T, p *PLEG) (scheduled chan struct{}, stop func()) {

@@ -132,6 +132,12 @@ type Options struct {
 	// parallel pulls, registry pull rate); nil pulls straight from the
 	// runtime with no limit.
 	Puller ImagePuller
+	// CheckDisk reports, as an error naming the problem, that the
+	// filesystems of RootDir or PodLogsDir have no space left: no new
+	// sandbox is created until it passes, so a pod waits with an event
+	// instead of running without logs or files. Running pods are left
+	// alone. nil checks nothing.
+	CheckDisk func() error
 }
 
 // ImagePuller pulls images under node-wide limits. PullImage may wait for
@@ -272,6 +278,13 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	}
 	sandboxID := acts.sandboxID
 	podIPs := rs.IPs()
+	if acts.createSandbox && s.opts.CheckDisk != nil {
+		if err := s.opts.CheckDisk(); err != nil {
+			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			s.reportStatus(ctx, pod, waitingFor, false)
+			return podworker.SyncResult{}, fmt.Errorf("create pod sandbox: %w", err)
+		}
+	}
 	if acts.createSandbox {
 		logger.V(2).Info("Creating pod sandbox", "attempt", acts.sandboxAttempt)
 		metrics.StartedPods.Inc()

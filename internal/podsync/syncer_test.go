@@ -2,6 +2,7 @@ package podsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -562,5 +563,55 @@ func TestRemovedPodsLeaveNoBackoff(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// While CheckDisk fails, a new pod gets no sandbox, a warning event names
+// the disk problem and the sync fails (to be retried); once it passes, the
+// pod starts. A pod that already runs is not touched by it.
+func TestSyncPodWaitsForDiskSpace(t *testing.T) {
+	h := newHarness(t)
+	rec := &recorder{}
+	full := errors.New("no space left on device: the filesystem of /var/lib/heartlet (root-dir) has 0 B free")
+	var diskErr error
+	h.syncer.opts.Recorder = rec
+	h.syncer.opts.CheckDisk = func() error { return diskErr }
+
+	running := testPod(v1.RestartPolicyAlways, nil, "app")
+	running.Spec.Containers[0].Image = "busybox:1.35"
+	running.Spec.Containers[0].ImagePullPolicy = v1.PullIfNotPresent
+	h.sync(running)
+	before := len(h.fake.Sandboxes())
+
+	diskErr = full
+	if _, err := h.syncer.SyncPod(h.ctx, podworker.UpdateSync, running); err != nil {
+		t.Fatalf("SyncPod of a running pod with the disk full: %v", err)
+	}
+	pending := testPod(v1.RestartPolicyAlways, nil, "app")
+	pending.Name, pending.UID = "pending", "uid-pending"
+	pending.Spec.Containers[0].Image = "busybox:1.35"
+	pending.Spec.Containers[0].ImagePullPolicy = v1.PullIfNotPresent
+	_, err := h.syncer.SyncPod(h.ctx, podworker.UpdateSync, pending)
+	if err == nil || !errors.Is(err, full) {
+		t.Fatalf("SyncPod with the disk full = %v, want an error wrapping %v", err, full)
+	}
+	if got := len(h.fake.Sandboxes()); got != before {
+		t.Fatalf("%d sandboxes with the disk full, want %d (no new one)", got, before)
+	}
+	var named bool
+	for _, e := range rec.events {
+		named = named || (e.reason == "FailedCreatePodSandBox" && strings.Contains(e.message, "no space left on device"))
+	}
+	if !named {
+		t.Errorf("events %+v: none names the disk problem", rec.events)
+	}
+	if st, ok := h.status.GetPodStatus(pending.UID); !ok || st.Phase != v1.PodPending {
+		t.Errorf("status of the waiting pod: %+v (found %v), want Pending", st, ok)
+	}
+
+	diskErr = nil
+	h.sync(pending)
+	if got := len(h.fake.Sandboxes()); got != before+1 {
+		t.Errorf("%d sandboxes once the disk has space, want %d", got, before+1)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -46,6 +47,9 @@ type Manager struct {
 	clock   clock.WithTicker
 	prober  *prober
 	updates chan Update
+	// started is when the manager was made: containers running since
+	// before it were adopted from an earlier heartlet.
+	started time.Time
 
 	mu      sync.Mutex
 	ctx     context.Context // set by Run; workers start once it is
@@ -71,6 +75,7 @@ func NewManager(opts Options) *Manager {
 		clock:   clk,
 		prober:  newProber(opts.Exec),
 		updates: make(chan Update, updatesBuffer),
+		started: clk.Now(),
 		pods:    map[types.UID]*v1.Pod{},
 		workers: map[workerKey]*worker{},
 		results: map[resultKey]Result{},
@@ -191,6 +196,14 @@ func (m *Manager) syncWorkersLocked(pod *v1.Pod) {
 	}
 	for k, c := range want {
 		w := newWorker(m, pod, c.DeepCopy(), k.kind)
+		// A container adopted after a restart of heartlet keeps the
+		// readiness or startup the API last had for it from the start,
+		// before the worker first runs: the pod's status, computed as soon
+		// as its worker syncs it, must not flip it in between.
+		if id, ok := w.adoptedSuccess(pod); ok {
+			w.containerID = id
+			m.results[resultKey{id, k.kind}] = Success
+		}
 		m.workers[k] = w
 		m.wg.Add(1)
 		go w.run(m.ctx)

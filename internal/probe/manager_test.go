@@ -201,3 +201,42 @@ func TestManagerLivenessFailureHoldsUntilNewContainer(t *testing.T) {
 		t.Errorf("execs = %d, want 3", n)
 	}
 }
+
+// A pod added after a restart of heartlet whose API status reports an
+// adopted container ready has that readiness at once, before its worker
+// has run: the first status computed for the pod keeps it ready. A
+// container started after the manager gets no such result.
+func TestManagerSeedsAdoptedReadiness(t *testing.T) {
+	tests := []struct {
+		name      string
+		startedAt time.Time
+		ready     bool
+		want      bool // a Success result right after AddPod
+	}{
+		{name: "adopted and ready", startedAt: t0.Add(-time.Hour), ready: true, want: true},
+		{name: "adopted, not ready", startedAt: t0.Add(-time.Hour)},
+		{name: "started after the manager", startedAt: t0.Add(time.Second), ready: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture()
+			// As Run does, without waiting for it: workers start with ctx.
+			ctx, cancel := context.WithCancel(context.Background())
+			f.m.mu.Lock()
+			f.m.ctx = ctx
+			f.m.mu.Unlock()
+			t.Cleanup(func() {
+				cancel()
+				f.m.wg.Wait()
+			})
+			pod := testPod(v1.Container{Name: "app", ReadinessProbe: execProbe(nil)})
+			pod.Status = running("app", "a1", tt.startedAt)
+			pod.Status.ContainerStatuses[0].Ready = tt.ready
+			f.m.AddPod(pod)
+			r, ok := f.m.Result("containerd://a1", Readiness)
+			if got := ok && r == Success; got != tt.want {
+				t.Errorf("readiness right after AddPod = %v (found %v), want Success %v", r, ok, tt.want)
+			}
+		})
+	}
+}

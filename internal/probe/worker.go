@@ -128,6 +128,45 @@ func (w *worker) run(ctx context.Context) {
 	}
 }
 
+// initialFor is the result a container starts with: the kind's initial
+// result, except for a container that has been running since before this
+// heartlet started (adopted after a restart) whose pod status, as the API
+// last had it, reports this very container ready (readiness) or started
+// (startup). That state stands until the next probe says otherwise, so a
+// restart of heartlet does not flip ready pods to not ready until their
+// next probe (upstream kubernetes#100277).
+func (w *worker) initialFor(pod *v1.Pod, id string, c v1.ContainerStatus) Result {
+	if c.State.Running == nil || !c.State.Running.StartedAt.Time.Before(w.m.started) {
+		return w.initial
+	}
+	if prev, ok := w.adoptedSuccess(pod); ok && prev == id {
+		return Success
+	}
+	return w.initial
+}
+
+// adoptedSuccess returns the ID of the container that the pod's API status
+// reports running since before this heartlet started and ready (for a
+// readiness worker) or started (for a startup worker); false otherwise,
+// and always for liveness.
+func (w *worker) adoptedSuccess(pod *v1.Pod) (string, bool) {
+	if w.kind == Liveness {
+		return "", false
+	}
+	for _, list := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for _, prev := range list {
+			if prev.Name != w.container.Name || prev.ContainerID == "" || prev.State.Running == nil ||
+				!prev.State.Running.StartedAt.Time.Before(w.m.started) {
+				continue
+			}
+			if (w.kind == Readiness && prev.Ready) || (w.kind == Startup && prev.Started != nil && *prev.Started) {
+				return bareID(prev.ContainerID), true
+			}
+		}
+	}
+	return "", false
+}
+
 // doProbe runs one round and reports whether the worker should go on.
 func (w *worker) doProbe(ctx context.Context) bool {
 	logger := klog.FromContext(ctx)
@@ -150,7 +189,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		}
 		w.containerID = id
 		w.lastResult, w.resultRun, w.onHold = Unknown, 0, false
-		w.m.set(ctx, w, id, w.initial)
+		w.m.set(ctx, w, id, w.initialFor(pod, id, c))
 	}
 	if w.onHold {
 		return true

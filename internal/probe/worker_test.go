@@ -166,6 +166,63 @@ func TestWorkerInitialResults(t *testing.T) {
 	}
 }
 
+// A container adopted after a restart of heartlet (running since before
+// the manager started) keeps the readiness or startup its pod's API status
+// reports for that very container until the next probe; anything else
+// starts from the kind's initial result.
+func TestWorkerInitialResultsOfAdoptedContainers(t *testing.T) {
+	before, after := t0.Add(-time.Hour), t0.Add(time.Second)
+	tests := []struct {
+		name      string
+		kind      Kind
+		startedAt time.Time // the container's start
+		apiID     string    // the container ID in the pod's API status
+		ready     bool      // its ready, and started, in the API status
+		want      Result
+	}{
+		{name: "adopted ready container stays ready", kind: Readiness, startedAt: before, apiID: "c1", ready: true, want: Success},
+		{name: "adopted not-ready container stays not ready", kind: Readiness, startedAt: before, apiID: "c1", want: Failure},
+		{name: "API status of an older container", kind: Readiness, startedAt: before, apiID: "c0", ready: true, want: Failure},
+		{name: "container started after heartlet", kind: Readiness, startedAt: after, apiID: "c1", ready: true, want: Failure},
+		{name: "adopted started container stays started", kind: Startup, startedAt: before, apiID: "c1", ready: true, want: Success},
+		{name: "adopted container not yet started", kind: Startup, startedAt: before, apiID: "c1", want: Unknown},
+		{name: "liveness starts as success anyway", kind: Liveness, startedAt: before, apiID: "c1", want: Success},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture()
+			c := v1.Container{Name: "app"}
+			p := execProbe(func(p *v1.Probe) { p.InitialDelaySeconds = 7200 })
+			switch tt.kind {
+			case Readiness:
+				c.ReadinessProbe = p
+			case Liveness:
+				c.LivenessProbe = p
+			case Startup:
+				c.StartupProbe = p
+			}
+			pod := testPod(c)
+			pod.Status = running("app", tt.apiID, tt.startedAt)
+			pod.Status.ContainerStatuses[0].Ready = tt.ready
+			pod.Status.ContainerStatuses[0].Started = &tt.ready
+			f.status.set(pod.UID, running("app", "c1", tt.startedAt))
+			if tt.startedAt.After(t0) {
+				f.clk.SetTime(tt.startedAt.Add(time.Second))
+			}
+			w := newWorker(f.m, pod, &pod.Spec.Containers[0], tt.kind)
+			if !w.doProbe(context.Background()) {
+				t.Fatal("worker stopped")
+			}
+			if got := f.result(t, "c1", tt.kind); got != tt.want {
+				t.Errorf("initial result = %v, want %v", got, tt.want)
+			}
+			if f.exec.count() != 0 {
+				t.Errorf("probed during the initial delay")
+			}
+		})
+	}
+}
+
 func TestWorkerThresholds(t *testing.T) {
 	tests := []struct {
 		name      string

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -99,6 +100,9 @@ type record struct {
 	// attempt may be made.
 	failures int
 	retryAt  time.Time
+	// unreachable means the last failure was the API server not answering
+	// (no API status came back), not an answer about this pod.
+	unreachable bool
 }
 
 // NewSyncer returns a Syncer that writes m's statuses with kube. It does
@@ -324,8 +328,23 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod, st v1.PodStatus, vers
 	}
 	rec.version = version
 	rec.failures = 0
+	rec.unreachable = false
+	s.reachable()
 	if deleting {
 		s.delete(ctx, pod, rec)
+	}
+}
+
+// reachable is called after a successful call: the API server answers
+// again, so pods whose writes failed only because it did not are retried
+// in the next round instead of waiting out their backoff. A status that
+// changed during an outage reaches the API within a round of its return.
+func (s *Syncer) reachable() {
+	now := s.clk.Now()
+	for _, rec := range s.records {
+		if rec.failures > 0 && rec.unreachable && rec.retryAt.After(now) {
+			rec.retryAt = now
+		}
 	}
 }
 
@@ -360,6 +379,8 @@ func (s *Syncer) failed(ctx context.Context, pod *v1.Pod, rec *record, deleting 
 		return
 	}
 	rec.api = nil
+	var st apierrors.APIStatus
+	rec.unreachable = !errors.As(err, &st)
 	d := s.backoff(rec)
 	logger.Error(fmt.Errorf("%s status of pod %s/%s: %w", verb, pod.Namespace, pod.Name, err), "Failed to update pod status", "retryIn", d)
 }
@@ -378,7 +399,9 @@ func (s *Syncer) forget(pod *v1.Pod, rec *record, deleting bool) {
 }
 
 // backoff counts a failure and returns the wait before the next attempt:
-// the batch period, doubled per consecutive failure, at most a minute.
+// the batch period, doubled per consecutive failure, at most a minute; at
+// most the resync period while the API server is unreachable, as that is
+// no answer about the pod and the first success retries every pod.
 func (s *Syncer) backoff(rec *record) time.Duration {
 	rec.failures++
 	d := s.batch
@@ -386,6 +409,9 @@ func (s *Syncer) backoff(rec *record) time.Duration {
 		d *= 2
 	}
 	d = min(d, maxRetryBackoff)
+	if rec.unreachable {
+		d = min(d, s.resync)
+	}
 	rec.retryAt = s.clk.Now().Add(d)
 	return d
 }

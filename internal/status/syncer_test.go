@@ -396,6 +396,81 @@ func TestSyncerBackoffGrows(t *testing.T) {
 	}
 }
 
+// While the API server does not answer, a failed write waits at most the
+// resync period, and the first successful write after the outage makes
+// every other failed pod retry in the next round: a status that changed
+// during an outage is not held back by a backoff grown during it.
+func TestSyncerRecoversAfterAPIOutage(t *testing.T) {
+	a, b := boundPod("default", "a", "uid-a"), boundPod("default", "b", "uid-b")
+	e := newSyncerEnv(t, SyncerOptions{}, a, b)
+	var mu sync.Mutex
+	down := true
+	e.kube.PrependReactor("*", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return true, nil, errors.New(`Patch "https://127.0.0.1:6443/api/v1/namespaces/default/pods/a/status": dial tcp 127.0.0.1:6443: connect: connection refused`)
+		}
+		return false, nil, nil
+	})
+	e.m.SetPodStatus(a, runningStatus(t0))
+	e.m.SetPodStatus(b, runningStatus(t0))
+	// A 60 s outage: every retry fails; none waits longer than the resync.
+	for elapsed := time.Duration(0); elapsed < 60*time.Second; {
+		retry := e.s.syncRound(context.Background(), false)
+		wait := retry.Sub(e.clk.Now())
+		if wait <= 0 || wait > DefaultResyncPeriod {
+			t.Fatalf("%v into the outage: retry in %v, want within (0, %v]", elapsed, wait, DefaultResyncPeriod)
+		}
+		e.clk.Step(wait)
+		elapsed += wait
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	// Pod b changes after the API server is back: its write succeeds, and
+	// pod a, still in its backoff, follows in the next round.
+	e.clk.Step(time.Second)
+	e.s.records[a.UID].retryAt = e.clk.Now().Add(DefaultResyncPeriod)
+	st := runningStatus(t0)
+	st.ContainerStatuses[0].RestartCount = 1
+	e.m.SetPodStatus(b, st)
+	e.kube.ClearActions()
+	e.s.syncRound(context.Background(), false)
+	e.s.syncRound(context.Background(), false)
+	var patchedA bool
+	for _, p := range patches(e.kube.Actions()) {
+		patchedA = patchedA || p.GetName() == a.Name
+	}
+	if !patchedA {
+		t.Fatalf("two rounds after the API server answered again: %v, none for pod a", verbs(e.kube.Actions()))
+	}
+	for _, p := range []*v1.Pod{a, b} {
+		if got := e.apiPod(t, "default", p.Name); got.Status.Phase != v1.PodRunning {
+			t.Errorf("pod %s in the API: phase %q, want Running", p.Name, got.Status.Phase)
+		}
+	}
+}
+
+// An answer about the pod (a server error) keeps the full backoff.
+func TestSyncerBackoffGrowsPastResyncOnServerErrors(t *testing.T) {
+	pod := boundPod("default", "web", "uid-1")
+	e := newSyncerEnv(t, SyncerOptions{}, pod)
+	e.kube.PrependReactor("patch", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInternalError(errors.New("boom"))
+	})
+	e.m.SetPodStatus(pod, runningStatus(t0))
+	var wait time.Duration
+	for range 6 {
+		retry := e.s.syncRound(context.Background(), false)
+		wait = retry.Sub(e.clk.Now())
+		e.clk.Step(wait)
+	}
+	if wait != 32*time.Second {
+		t.Errorf("sixth retry in %v, want 32s", wait)
+	}
+}
+
 func TestSyncerDeletesAfterTermination(t *testing.T) {
 	deleted := metav1.NewTime(t0)
 	pod := boundPod("default", "web", "uid-1")

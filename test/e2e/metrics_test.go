@@ -218,7 +218,7 @@ func TestMetrics(t *testing.T) {
 // and the kubelet API.
 func TestHealthzChecks(t *testing.T) {
 	h := startHeartlet(t)
-	checks := []string{"ping", "log", "syncloop", "pleg"}
+	checks := []string{"ping", "log", "syncloop", "pleg", "runtime"}
 	for _, base := range []string{fmt.Sprintf("http://127.0.0.1:%d", h.healthzPort), fmt.Sprintf("https://127.0.0.1:%d", h.apiPort)} {
 		c := insecureClient()
 		waitFor(t, 30*time.Second, base+"/healthz?verbose to pass", func() (bool, string) {

@@ -59,7 +59,7 @@ gofmt_check() {
 	fi
 }
 
-stage setup hack/setup.sh || finish
+stage setup hack/setup.sh test || finish
 stage gofmt gofmt_check
 # With the e2e tag the checks cover the end-to-end tests too.
 stage vet go vet -tags e2e ./...

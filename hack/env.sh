@@ -289,7 +289,7 @@ cmd_start() {
 		log "cleaning up a partial environment first"
 		cmd_stop
 	fi
-	for f in busybox/index.json pause/index.json pause.tar testserver/index.json; do
+	for f in busybox/index.json pause/index.json pause.tar; do
 		[[ -e $HEARTLET_IMAGE_DIR/$f ]] || die "missing test image $HEARTLET_IMAGE_DIR/$f; run hack/setup.sh"
 	done
 	command -v crictl >/dev/null || die "crictl missing; run hack/setup.sh"
@@ -307,8 +307,10 @@ cmd_start() {
 		tail -n 20 "$REG_LOG" >&2
 		die "registry did not start"
 	}
-	local img
-	for img in busybox:1.35 pause:3.10 testserver:1.0; do
+	# The testserver image is built for the tests only (hack/setup.sh test).
+	local img images=(busybox:1.35 pause:3.10)
+	[[ -e $HEARTLET_IMAGE_DIR/testserver/index.json ]] && images+=(testserver:1.0)
+	for img in "${images[@]}"; do
 		skopeo copy --quiet --dest-tls-verify=false \
 			"oci:$HEARTLET_IMAGE_DIR/${img%%:*}:${img#*:}" "docker://$HEARTLET_REGISTRY/$img"
 	done

@@ -5,15 +5,25 @@
 #   $HEARTLET_IMAGE_DIR/pause.tar docker-archive named localhost:5000/pause:3.10
 #   $HEARTLET_IMAGE_DIR/testserver OCI layout, tag 1.0 (localhost:5000/testserver:1.0):
 #                                 the busybox image plus /testserver
-#                                 (test/images/testserver)
-# Skips the build when the inputs have not changed; --force rebuilds.
+#                                 (test/images/testserver); test set only
+#
+# Usage: hack/images.sh [--force] [run|test]
+#   run   busybox and pause: what the examples of examples/static-pods use
+#   test  (the default) all of them
+# Skips the build when the inputs have not changed and the cache holds the
+# set asked for (the test set covers the run set); --force rebuilds.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 need_root
 force=false
-[[ ${1:-} == --force ]] && force=true
+[[ ${1:-} == --force ]] && force=true && shift
+image_set=${1:-test}
+case $image_set in
+run | test) ;;
+*) die "usage: $(basename "$0") [--force] [run|test]" ;;
+esac
 
 busybox=/bin/busybox
 # The inputs that decide the images' content.
@@ -27,15 +37,19 @@ inputs_hash() {
 	} | sha256sum | cut -d' ' -f1
 }
 want=$(inputs_hash)
+# The stamp holds the inputs' hash and the set built ("HASH test").
 stamp=$HEARTLET_IMAGE_DIR/stamp
-if ! $force && [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
+have=
+[[ -f $stamp ]] && have=$(<"$stamp")
+if ! $force && [[ $have == "$want test" || $have == "$want $image_set" ]]; then
 	exit 0
 fi
 
 start=$(now_ms)
-log "building test images into $HEARTLET_IMAGE_DIR"
-mkdir -p "$HEARTLET_CACHE"
-work=$(mktemp -d "$HEARTLET_CACHE/images.tmp.XXXXXX")
+log "building the $image_set images into $HEARTLET_IMAGE_DIR"
+parent=$(dirname "$HEARTLET_IMAGE_DIR")
+mkdir -p "$parent"
+work=$(mktemp -d "$parent/images.tmp.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 if LC_ALL=C ldd "$busybox" >/dev/null 2>&1; then
@@ -81,20 +95,22 @@ skopeo copy --quiet "oci:$pause:3.10" "docker-archive:$work/pause.tar:$HEARTLET_
 
 # testserver: the busybox root plus one static Go binary, so the tests can
 # both drive the server and run shell commands in it.
-ts=$work/testserver
-new_image "$ts" 1.0 "$work/ts-bundle"
-cp -a "$rootfs/." "$work/ts-bundle/rootfs/"
-(cd "$HEARTLET_REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOFLAGS=-buildvcs=false \
-	go build -trimpath -ldflags='-s -w' -o "$work/ts-bundle/rootfs/testserver" ./test/images/testserver)
-umoci repack --image "$ts:1.0" "$work/ts-bundle"
-umoci config --image "$ts:1.0" --os linux --architecture amd64 \
-	--config.env PATH=/usr/sbin:/usr/bin:/sbin:/bin --config.cmd /testserver --config.cmd serve \
-	--author heartlet --history.created_by 'hack/images.sh'
-umoci gc --layout "$ts"
+if [[ $image_set == test ]]; then
+	ts=$work/testserver
+	new_image "$ts" 1.0 "$work/ts-bundle"
+	cp -a "$rootfs/." "$work/ts-bundle/rootfs/"
+	(cd "$HEARTLET_REPO" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 GOFLAGS=-buildvcs=false \
+		go build -trimpath -ldflags='-s -w' -o "$work/ts-bundle/rootfs/testserver" ./test/images/testserver)
+	umoci repack --image "$ts:1.0" "$work/ts-bundle"
+	umoci config --image "$ts:1.0" --os linux --architecture amd64 \
+		--config.env PATH=/usr/sbin:/usr/bin:/sbin:/bin --config.cmd /testserver --config.cmd serve \
+		--author heartlet --history.created_by 'hack/images.sh'
+	umoci gc --layout "$ts"
+fi
 
 rm -rf "$work/bb-bundle" "$work/pause-bundle" "$work/ts-bundle"
-printf '%s\n' "$want" >"$work/stamp"
+printf '%s %s\n' "$want" "$image_set" >"$work/stamp"
 rm -rf "$HEARTLET_IMAGE_DIR"
 mv "$work" "$HEARTLET_IMAGE_DIR"
 trap - EXIT
-log "test images built in $(elapsed "$start")"
+log "$image_set images built in $(elapsed "$start")"

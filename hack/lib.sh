@@ -10,7 +10,9 @@
 HEARTLET_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HEARTLET_CACHE=${HEARTLET_CACHE:-/var/cache/heartlet}
 HEARTLET_BIN_DIR=$HEARTLET_CACHE/bin
-HEARTLET_IMAGE_DIR=$HEARTLET_CACHE/images
+# The test images (hack/images.sh); a variable so that a cold build can be
+# tried without touching the shared cache.
+HEARTLET_IMAGE_DIR=${HEARTLET_IMAGE_DIR:-$HEARTLET_CACHE/images}
 
 # The private environment's locations. The socket path is part of the
 # project's contract (hack/standalone-config.yaml and the e2e tests use it).

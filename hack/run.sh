@@ -9,7 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 need_root
 cd "$HEARTLET_REPO"
-hack/setup.sh
+hack/setup.sh run
 hack/env.sh start
 go build -o bin/heartlet ./cmd/heartlet
 

@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
-# Prepares a Debian bookworm machine (as root) for heartlet's tests:
-# packages, kernel modules and sysctls, staticcheck and crictl, and the test
-# images. Idempotent; fast when everything is already in place.
+# Prepares a Debian bookworm machine (as root) for heartlet. Idempotent;
+# fast when everything is already in place.
+#
+# Usage: hack/setup.sh [run|test]
+#   run   what hack/run.sh needs to run heartlet standalone on the private
+#         environment of hack/env.sh: containerd, runc, the CNI plugins, the
+#         registry, crictl (hack/env.sh drives containerd with it) and the
+#         images of examples/static-pods (busybox, pause).
+#   test  (the default) everything of run, plus what hack/test.sh needs:
+#         the testserver image, gcc for the race detector, staticcheck,
+#         systemd-analyze, and the control plane of hack/kube.sh (etcd and
+#         kube-apiserver, kube-controller-manager, kube-scheduler built from
+#         source, about 22 minutes the first time) and metrics-server.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+mode=${1:-test}
+case $mode in
+run | test) ;;
+*) die "usage: $(basename "$0") [run|test]" ;;
+esac
 need_root
 start=$(now_ms)
 
 packages=(containerd runc containernetworking-plugins busybox-static umoci skopeo
 	iptables iproute2 procps docker-registry kmod)
-# The race detector needs cgo.
-packages+=(gcc libc6-dev)
-# The control plane of hack/kube.sh: its store, certificates, readiness probes.
-packages+=(etcd-server openssl curl)
+if [[ $mode == test ]]; then
+	# The race detector needs cgo.
+	packages+=(gcc libc6-dev)
+	# The control plane of hack/kube.sh: its store, certificates, readiness probes.
+	packages+=(etcd-server openssl curl)
+	# systemd-analyze, which checks the unit files of deploy/systemd.
+	packages+=(systemd)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -66,16 +85,18 @@ go_tool() {
 	# Outside the repository so that the project's go.mod is not consulted.
 	(cd / && GOBIN=$HEARTLET_BIN_DIR GOFLAGS=-buildvcs=false go install "$pkg")
 }
-go_tool staticcheck honnef.co/go/tools "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 go_tool crictl sigs.k8s.io/cri-tools "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+"$HEARTLET_REPO/hack/images.sh" "$mode"
 
-"$HEARTLET_REPO/hack/images.sh"
+if [[ $mode == test ]]; then
+	go_tool staticcheck honnef.co/go/tools "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 
-# The cluster-mode tests' control plane (hack/kube.sh); a one-time cold
-# build of about 20 minutes, then cached under $HEARTLET_KUBE_BIN_DIR.
-build_kube_binaries
+	# The cluster-mode tests' control plane (hack/kube.sh); a one-time cold
+	# build of about 22 minutes, then cached under $HEARTLET_KUBE_BIN_DIR.
+	build_kube_binaries
 
-# metrics-server for the kubectl top e2e test (hack/tools/metrics-server).
-build_metrics_server
+	# metrics-server for the kubectl top e2e test (hack/tools/metrics-server).
+	build_metrics_server
+fi
 
-log "setup done in $(elapsed "$start")"
+log "setup ($mode) done in $(elapsed "$start")"

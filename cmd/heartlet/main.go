@@ -2,7 +2,7 @@
 //
 //	heartlet [flags]                          run the node agent
 //	heartlet validate --config FILE [flags]   check a configuration, print the effective one
-//	heartlet version                          print the version
+//	heartlet version                          print the version and build information
 package main
 
 import (
@@ -55,7 +55,7 @@ const usageHeader = `heartlet runs the pods of one Kubernetes node through a CRI
 Usage:
   heartlet [flags]                          run the node agent
   heartlet validate --config FILE [flags]   check a configuration and print the effective one
-  heartlet version                          print the version
+  heartlet version                          print the version and build information
 
 Flags:
 `
@@ -79,8 +79,10 @@ func (c *command) run(ctx context.Context, args []string) int {
 	return c.serve(ctx, args)
 }
 
+// printVersion prints the version and build information (commit, tree
+// state, dates, Go version, platform).
 func (c *command) printVersion() {
-	fmt.Fprintf(c.stdout, "heartlet %s\n", version.Version)
+	fmt.Fprint(c.stdout, version.Get().String())
 }
 
 // load runs config.Load and handles --help, --version and errors; ok is
@@ -140,7 +142,8 @@ func (c *command) serve(ctx context.Context, args []string) int {
 	defer flushLogs()
 	ctx, stop := c.signalContext(ctx)
 	defer stop()
-	klog.InfoS("Starting heartlet", "version", version.Version, "node", opts.NodeName, "config", opts.ConfigFile)
+	info := version.Get()
+	klog.InfoS("Starting heartlet", "version", info.Version, "gitCommit", info.GitCommit, "gitTreeState", info.GitTreeState, "node", opts.NodeName, "config", opts.ConfigFile)
 	if len(opts.Ignored) > 0 {
 		klog.InfoS(ignoredWarning, "fields", config.IgnoredList(opts.Ignored))
 	}

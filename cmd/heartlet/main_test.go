@@ -156,7 +156,10 @@ cgroupDriver: systemdd
 }
 
 func TestVersion(t *testing.T) {
-	want := "heartlet " + version.Version + "\n"
+	want := version.Get().String()
+	if !strings.HasPrefix(want, "heartlet "+version.Version+"\n") || !strings.Contains(want, "platform:") {
+		t.Fatalf("version.Get().String() = %q, want the version first and a platform line", want)
+	}
 	for _, args := range [][]string{{"version"}, {"--version"}, {"validate", "--version"}} {
 		r := runCommand(t, args...)
 		if r.code != 0 || r.stdout != want {

@@ -7,7 +7,8 @@
 # Environment:
 #   HEARTLET_E2E_RUN   passed to the e2e run as -run (select tests)
 #   HEARTLET_E2E_SKIP  passed to the e2e run as -skip (default: none)
-#   HEARTLET_FUZZTIME  how long each fuzz target runs (default 2s)
+#   HEARTLET_FUZZTIME  how long each fuzz target runs (default 300x: 300
+#                      executions)
 #   HEARTLET_SKIP_E2E  set to 1 to stop after the unit and fuzz tests
 #   HEARTLET_SKIP_KUBE set to 1 to run the e2e tests without the control
 #                      plane of hack/kube.sh (the cluster tests then skip)
@@ -66,9 +67,9 @@ stage vet go vet -tags e2e ./...
 stage staticcheck staticcheck -tags e2e ./...
 # The setup installs systemd-analyze, so the unit files' check must not skip.
 stage unit env HEARTLET_REQUIRE_SYSTEMD_ANALYZE=1 go test -race ./...
-# Every fuzz target for 2 s (with building, about 2.5 minutes); a failing
-# input lands in testdata/fuzz/ (docs/fuzzing.md).
-stage fuzz hack/fuzz.sh "${HEARTLET_FUZZTIME:-2s}"
+# Every fuzz target for 300 executions (mostly building: a few minutes); a
+# failing input lands in testdata/fuzz/ (docs/fuzzing.md).
+stage fuzz hack/fuzz.sh "${HEARTLET_FUZZTIME:-300x}"
 
 if [[ ${HEARTLET_SKIP_E2E:-} == 1 ]]; then
 	finish

@@ -249,6 +249,13 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	}
 
 	if acts.killPod {
+		// As upstream: a sandbox that is not ready (or lost its network)
+		// takes the pod's containers with it. Say what the runtime
+		// reported, since it decides a restart of every container.
+		if len(rs.Sandboxes) > 0 {
+			sb := rs.Sandboxes[0]
+			logger.Info("Pod sandbox changed, killing the pod to create a new sandbox", "sandbox", sb.ID, "state", sb.State, "ips", sb.IPs, "hostNetwork", sb.HostNetwork)
+		}
 		if err := s.killPod(ctx, pod, rs, gracePeriod(pod)); err != nil {
 			return podworker.SyncResult{}, err
 		}

@@ -18,13 +18,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// forkLoop starts up to 200 background sleeps (a bounded fork bomb), says
-// when done, then keeps running without forking.
-const forkLoop = `i=0
+// forkLoop forks 200 sleeps from a child shell: busybox sh exits at the
+// first fork that fails, so the loop must not run in the container's main
+// process (which would take the forked sleeps with it); the sleeps are
+// orphaned to the main shell, which then reports and stays.
+const forkLoop = `sh -c 'i=0
 while [ $i -lt 200 ]; do
   sleep 1000 &
   i=$((i+1))
-done
+done'
 echo "forks done"
 exec sleep 1000`
 

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
@@ -52,6 +53,11 @@ import (
 // housekeepingPeriod is how often pods the sources no longer want are
 // looked for in the runtime, as upstream's housekeeping.
 const housekeepingPeriod = 2 * time.Second
+
+// mirrorWait bounds, from the start, how long a static pod's probes wait
+// for the API's pods to be listed, to find the mirror pod whose status an
+// adopted container's readiness starts from.
+const mirrorWait = 5 * time.Second
 
 // ownOOMScoreAdjPath is where heartlet sets its own OOM score adjustment.
 const ownOOMScoreAdjPath = "/proc/self/oom_score_adj"
@@ -246,7 +252,29 @@ func (a *Agent) Run(ctx context.Context) error {
 		Allocatable: alloc,
 	})
 
-	probes := probe.NewManager(probe.Options{Exec: rt, Status: statuses, Recorder: probeRecorder(rec), Clock: a.clock})
+	startedAt := a.clock.Now()
+	probes := probe.NewManager(probe.Options{Exec: rt, Status: statuses, Recorder: probeRecorder(rec), Clock: a.clock,
+		PreviousStatus: func(pod *v1.Pod) (*v1.PodStatus, bool) {
+			// A static pod's status in the API is its mirror pod's.
+			if apiPods == nil || !podconfig.IsStatic(pod) {
+				return nil, false
+			}
+			// Static pods are read before the API's pods are listed; give
+			// the list until mirrorWait after start, so an adopted static
+			// pod finds its mirror. API pods cannot be dispatched before
+			// that list anyway.
+			waitCtx, cancel := context.WithTimeout(ctx, startedAt.Add(mirrorWait).Sub(a.clock.Now()))
+			_ = wait.PollUntilContextCancel(waitCtx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+				return apiPods.HasSynced(), nil
+			})
+			cancel()
+			mp, ok := mirror.MirrorFor(pod, apiPods.MirrorPods())
+			if !ok {
+				return nil, false
+			}
+			return &mp.Status, true
+		},
+	})
 	rotation := newLogRotation(cfg, rt, a.clock)
 	syncer := podsync.New(podsync.Options{
 		NodeIPs:       nodeIPs,

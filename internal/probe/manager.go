@@ -26,6 +26,21 @@ type Options struct {
 	Recorder Recorder
 	// Clock paces the workers; the real clock when nil.
 	Clock clock.WithTicker
+	// PreviousStatus returns the status the API last had for pod, which a
+	// container adopted after a restart of heartlet starts from (see
+	// worker.initialFor): for a static pod, its mirror pod's status. nil,
+	// or false from it, uses pod.Status.
+	PreviousStatus func(pod *v1.Pod) (*v1.PodStatus, bool)
+}
+
+// previousStatus is the pod's status as the API last had it.
+func (m *Manager) previousStatus(pod *v1.Pod) *v1.PodStatus {
+	if m.opts.PreviousStatus != nil {
+		if st, ok := m.opts.PreviousStatus(pod); ok && st != nil {
+			return st
+		}
+	}
+	return &pod.Status
 }
 
 // workerKey names one worker: one probe kind of one container of a pod.

@@ -211,11 +211,16 @@ func TestManagerSeedsAdoptedReadiness(t *testing.T) {
 		name      string
 		startedAt time.Time
 		ready     bool
-		want      bool // a Success result right after AddPod
+		// previous: the status is given by Options.PreviousStatus (a
+		// static pod's mirror), not by pod.Status; noMirror: it finds none.
+		previous, noMirror bool
+		want               bool // a Success result right after AddPod
 	}{
 		{name: "adopted and ready", startedAt: t0.Add(-time.Hour), ready: true, want: true},
 		{name: "adopted, not ready", startedAt: t0.Add(-time.Hour)},
 		{name: "started after the manager", startedAt: t0.Add(time.Second), ready: true},
+		{name: "static pod ready in its mirror", startedAt: t0.Add(-time.Hour), ready: true, previous: true, want: true},
+		{name: "static pod without a mirror", startedAt: t0.Add(-time.Hour), ready: true, previous: true, noMirror: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,8 +235,13 @@ func TestManagerSeedsAdoptedReadiness(t *testing.T) {
 				f.m.wg.Wait()
 			})
 			pod := testPod(v1.Container{Name: "app", ReadinessProbe: execProbe(nil)})
-			pod.Status = running("app", "a1", tt.startedAt)
-			pod.Status.ContainerStatuses[0].Ready = tt.ready
+			st := running("app", "a1", tt.startedAt)
+			st.ContainerStatuses[0].Ready = tt.ready
+			if tt.previous {
+				f.m.opts.PreviousStatus = func(*v1.Pod) (*v1.PodStatus, bool) { return &st, !tt.noMirror }
+			} else {
+				pod.Status = st
+			}
 			f.m.AddPod(pod)
 			r, ok := f.m.Result("containerd://a1", Readiness)
 			if got := ok && r == Success; got != tt.want {

@@ -131,7 +131,8 @@ func (w *worker) run(ctx context.Context) {
 // initialFor is the result a container starts with: the kind's initial
 // result, except for a container that has been running since before this
 // heartlet started (adopted after a restart) whose pod status, as the API
-// last had it, reports this very container ready (readiness) or started
+// last had it (Options.PreviousStatus: the mirror pod's for a static pod),
+// reports this very container ready (readiness) or started
 // (startup). That state stands until the next probe says otherwise, so a
 // restart of heartlet does not flip ready pods to not ready until their
 // next probe (upstream kubernetes#100277).
@@ -153,7 +154,8 @@ func (w *worker) adoptedSuccess(pod *v1.Pod) (string, bool) {
 	if w.kind == Liveness {
 		return "", false
 	}
-	for _, list := range [][]v1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+	st := w.m.previousStatus(pod)
+	for _, list := range [][]v1.ContainerStatus{st.ContainerStatuses, st.InitContainerStatuses} {
 		for _, prev := range list {
 			if prev.Name != w.container.Name || prev.ContainerID == "" || prev.State.Running == nil ||
 				!prev.State.Running.StartedAt.Time.Before(w.m.started) {

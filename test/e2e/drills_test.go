@@ -72,6 +72,9 @@ func TestDrillKillHeartlet(t *testing.T) {
 	for n := range cv.deviated {
 		t.Logf("drill kill9: pod %s deviated", n)
 	}
+	if conv > 10*time.Second {
+		t.Errorf("the pods' API statuses converged %v after the restart, want within 10 s", ms(conv))
+	}
 	if diff := diffSnapshots(criBefore, snapshotAll(t, c, set.names())); len(diff) > 0 {
 		t.Errorf("heartlet restarted or replaced containers or sandboxes after the restart:\n%s", strings.Join(diff, "\n"))
 	} else {

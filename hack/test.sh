@@ -103,7 +103,7 @@ e2e() {
 		# shellcheck source=/dev/null
 		source "$HEARTLET_KUBE_ENV_FILE"
 	fi
-	local args=(-tags e2e -count=1 -v -timeout 30m)
+	local args=(-tags e2e -count=1 -v -timeout 50m)
 	[[ -n ${HEARTLET_E2E_RUN:-} ]] && args+=(-run "$HEARTLET_E2E_RUN")
 	[[ -n ${HEARTLET_E2E_SKIP:-} ]] && args+=(-skip "$HEARTLET_E2E_SKIP")
 	HEARTLET_BIN=$HEARTLET_REPO/bin/heartlet go test "${args[@]}" ./test/e2e/...

@@ -36,7 +36,7 @@ func TestParallelImagePulls(t *testing.T) {
 		}))
 	}
 	for i := range images {
-		h.waitRunning(t, staticPodName(fmt.Sprintf("pull-%d", i)))
+		h.waitRunning(t, fmt.Sprintf("pull-%d", i))
 	}
 	if !h.logContains("Pulled image") {
 		t.Error("heartlet's log has no \"Pulled image\" line")

@@ -274,3 +274,52 @@ func TestSyncPodFQDNTooLong(t *testing.T) {
 		t.Errorf("FailedCreatePodSandBox events %q, want one saying the FQDN is too long", got)
 	}
 }
+
+// The pod's Ready condition follows the conditions its readiness gates
+// name in the pod's status, set by others; the syncer keeps them.
+func TestSyncPodReadinessGates(t *testing.T) {
+	const gate = "example.com/gate"
+	tests := []struct {
+		name       string
+		conds      []v1.PodCondition
+		wantReady  v1.ConditionStatus
+		wantReason string
+		wantMsg    string
+	}{
+		{name: "condition missing", wantReady: v1.ConditionFalse, wantReason: "ReadinessGatesNotReady",
+			wantMsg: `corresponding condition of pod readiness gate "example.com/gate" does not exist.`},
+		{name: "condition False", conds: []v1.PodCondition{{Type: gate, Status: v1.ConditionFalse}},
+			wantReady: v1.ConditionFalse, wantReason: "ReadinessGatesNotReady",
+			wantMsg: `the status of pod readiness gate "example.com/gate" is not "True", but False`},
+		{name: "condition True", conds: []v1.PodCondition{{Type: gate, Status: v1.ConditionTrue}}, wantReady: v1.ConditionTrue},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			pod := hookPod(v1.RestartPolicyAlways, 30, nil)
+			pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: gate}}
+			h.sync(pod)
+			pod.Status.Conditions = tt.conds
+			h.sync(pod)
+			st, ok := h.status.GetPodStatus(pod.UID)
+			if !ok {
+				t.Fatal("no status")
+			}
+			var ready, kept *v1.PodCondition
+			for i := range st.Conditions {
+				switch st.Conditions[i].Type {
+				case v1.PodReady:
+					ready = &st.Conditions[i]
+				case gate:
+					kept = &st.Conditions[i]
+				}
+			}
+			if ready == nil || ready.Status != tt.wantReady || ready.Reason != tt.wantReason || ready.Message != tt.wantMsg {
+				t.Errorf("Ready = %+v, want %s %q %q", ready, tt.wantReady, tt.wantReason, tt.wantMsg)
+			}
+			if len(tt.conds) > 0 && (kept == nil || kept.Status != tt.conds[0].Status) {
+				t.Errorf("gate condition %+v, want %s kept", kept, tt.conds[0].Status)
+			}
+		})
+	}
+}

@@ -61,7 +61,9 @@ func TestClusterPodHostsAndHostname(t *testing.T) {
 			wantLines:    []string{"IP\t" + fqdn + "\tweb"},
 		},
 		{
-			name:         longName,
+			name: longName,
+			// A label value has at most 63 characters.
+			mutate:       func(p *v1.Pod) { delete(p.Labels, "test-pod") },
 			wantHostname: "api-hosts-long-" + strings.Repeat("x", 47),
 			wantLines:    []string{"IP\tapi-hosts-long-" + strings.Repeat("x", 47)},
 		},

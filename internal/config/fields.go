@@ -71,7 +71,7 @@ var Fields = []FieldSupport{
 	{"healthzPort", Honoured, "port of the healthz server (0: off)"},
 	{"healthzBindAddress", Honoured, "listen address of the healthz server"},
 	{"oomScoreAdj", Honoured, "heartlet's own oom_score_adj (a warning, and heartlet goes on, when the machine refuses it)"},
-	{"clusterDomain", Honoured, "added to pods' DNS search list"},
+	{"clusterDomain", Honoured, "added to pods' DNS search list; the domain of a pod's FQDN (`subdomain`) in its hosts file and, with `setHostnameAsFQDN`, its hostname"},
 	{"clusterDNS", Honoured, "pods' DNS servers"},
 	{"streamingConnectionIdleTimeout", NotYet, "exec, attach and port-forward streams have no idle timeout of their own"},
 	{"nodeStatusUpdateFrequency", Honoured, "how often node status is computed"},

@@ -56,8 +56,9 @@ const (
 	// OpAdd reports a pod UID that was not desired before.
 	OpAdd Op = iota + 1
 	// OpUpdate reports a desired pod whose spec, labels or annotations
-	// (other than AnnotationConfigSeen), deletion timestamp or deletion
-	// grace period changed, with the same UID.
+	// (other than AnnotationConfigSeen), deletion timestamp, deletion
+	// grace period or readiness gate conditions changed, with the same
+	// UID.
 	OpUpdate
 	// OpRemove reports a pod UID that is no longer desired; Pod is the last
 	// version that was desired.
@@ -278,8 +279,13 @@ func (c *Config) pump() {
 
 // changed reports whether next differs from prev in anything a pod worker
 // acts on: spec, labels, annotations other than AnnotationConfigSeen and
-// AnnotationConfigSource, and deletion metadata.
+// AnnotationConfigSource, deletion metadata, and the status conditions
+// its readiness gates name (others set them through the API; the pod's
+// Ready condition follows them, as upstream reconciles pod readiness).
 func changed(prev, next *v1.Pod) bool {
+	if gateConditionsChanged(prev, next) {
+		return true
+	}
 	if !equality.Semantic.DeepEqual(prev.Spec, next.Spec) {
 		return true
 	}
@@ -293,6 +299,29 @@ func changed(prev, next *v1.Pod) bool {
 		return true
 	}
 	return !equality.Semantic.DeepEqual(prev.DeletionGracePeriodSeconds, next.DeletionGracePeriodSeconds)
+}
+
+// gateConditionsChanged reports whether a condition named by one of
+// next's readiness gates differs in status between prev and next, or
+// exists in only one of them.
+func gateConditionsChanged(prev, next *v1.Pod) bool {
+	for _, g := range next.Spec.ReadinessGates {
+		p, pok := conditionStatus(prev, g.ConditionType)
+		n, nok := conditionStatus(next, g.ConditionType)
+		if pok != nok || p != n {
+			return true
+		}
+	}
+	return false
+}
+
+func conditionStatus(p *v1.Pod, t v1.PodConditionType) (v1.ConditionStatus, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.Status, true
+		}
+	}
+	return "", false
 }
 
 // identityAnnotations returns the pod's annotations without the ones Config

@@ -81,6 +81,24 @@ func expectNone(t *testing.T, c *Config) {
 	}
 }
 
+// withCondition returns p with a readiness gate for t and, when status is
+// not empty, the condition t with that status.
+func withCondition(p *v1.Pod, t v1.PodConditionType, status v1.ConditionStatus) *v1.Pod {
+	p = p.DeepCopy()
+	p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: t}}
+	if status != "" {
+		p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: t, Status: status})
+	}
+	return p
+}
+
+// withForeignCondition returns p with condition t (named by no gate).
+func withForeignCondition(p *v1.Pod, t v1.PodConditionType, status v1.ConditionStatus) *v1.Pod {
+	p = p.DeepCopy()
+	p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: t, Status: status})
+	return p
+}
+
 func describe(us []Update) []string {
 	var s []string
 	for _, u := range us {
@@ -94,6 +112,12 @@ func TestSetDiff(t *testing.T) {
 	b := pod("b", "pb", "img:1")
 	c := pod("c", "pc", "img:1")
 	a2 := pod("a", "pa", "img:2")
+	const gate = "example.com/gate"
+	gateFalse := withCondition(a, gate, v1.ConditionFalse)
+	gateTrue := withCondition(a, gate, v1.ConditionTrue)
+	gateMissing := withCondition(a, gate, "")
+	readyFlip := withForeignCondition(gateTrue, v1.PodReady, v1.ConditionTrue)
+	otherFlip := withForeignCondition(gateTrue, "example.com/other", v1.ConditionTrue)
 
 	tests := []struct {
 		name  string
@@ -109,6 +133,12 @@ func TestSetDiff(t *testing.T) {
 		{name: "label change is update", first: []*v1.Pod{a}, next: []*v1.Pod{withLabel(a, "x", "y")}, want: []string{"update pa/a"}},
 		{name: "annotation change is update", first: []*v1.Pod{a}, next: []*v1.Pod{withAnnotation(a, "x", "y")}, want: []string{"update pa/a"}},
 		{name: "seen change is not update", first: []*v1.Pod{withAnnotation(a, AnnotationConfigSeen, "t1")}, next: []*v1.Pod{withAnnotation(a, AnnotationConfigSeen, "t2")}},
+		{name: "gate condition turning True is update", first: []*v1.Pod{gateFalse}, next: []*v1.Pod{gateTrue}, want: []string{"update pa/a"}},
+		{name: "gate condition turning False is update", first: []*v1.Pod{gateTrue}, next: []*v1.Pod{gateFalse}, want: []string{"update pa/a"}},
+		{name: "gate condition appearing is update", first: []*v1.Pod{gateMissing}, next: []*v1.Pod{gateTrue}, want: []string{"update pa/a"}},
+		{name: "unchanged gate condition is not update", first: []*v1.Pod{gateTrue}, next: []*v1.Pod{gateTrue}},
+		{name: "other status change is not update", first: []*v1.Pod{gateTrue}, next: []*v1.Pod{readyFlip}},
+		{name: "condition named by no gate is not update", first: []*v1.Pod{gateTrue}, next: []*v1.Pod{otherFlip}},
 		{name: "removes come before adds", first: []*v1.Pod{a}, next: []*v1.Pod{b}, want: []string{"remove pa/a", "add pb/b"}},
 		{name: "empty set removes all", first: []*v1.Pod{a, b}, next: []*v1.Pod{}, want: []string{"remove pa/a", "remove pb/b"}},
 		{name: "nil pod and pod without uid ignored", next: []*v1.Pod{nil, pod("", "x", "i"), a}, want: []string{"add pa/a"}},

@@ -45,6 +45,17 @@ func (s *Syncer) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSand
 	if err != nil {
 		return nil, err
 	}
+	hostname := ""
+	if !pod.Spec.HostNetwork {
+		// A host-network pod has the node's name, as upstream.
+		h, domain, err := podHostnameAndDomain(pod, s.opts.ClusterDomain)
+		if err != nil {
+			return nil, err
+		}
+		if hostname, err = kernelHostname(h, domain, pod.Spec.SetHostnameAsFQDN); err != nil {
+			return nil, err
+		}
+	}
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
 			Name:      pod.Name,
@@ -52,7 +63,7 @@ func (s *Syncer) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSand
 			Uid:       string(pod.UID),
 			Attempt:   attempt,
 		},
-		Hostname:     podHostname(pod),
+		Hostname:     hostname,
 		LogDirectory: podLogDir(s.opts.PodLogsDir, pod),
 		DnsConfig:    dns,
 		Labels:       runtime.SandboxLabels(pod),
@@ -62,9 +73,6 @@ func (s *Syncer) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSand
 			SecurityContext: sec,
 			Sysctls:         podSysctls(pod),
 		},
-	}
-	if pod.Spec.HostNetwork {
-		cfg.Hostname = ""
 	}
 	for _, c := range allContainers(pod) {
 		for _, p := range c.Ports {
@@ -87,19 +95,6 @@ func (s *Syncer) cgroupParent(pod *v1.Pod) string {
 		return ""
 	}
 	return s.cgroups.PodCgroupParent(pod)
-}
-
-// podHostname is the pod's hostname: spec.hostname, else the pod name cut
-// to a DNS label.
-func podHostname(pod *v1.Pod) string {
-	h := pod.Spec.Hostname
-	if h == "" {
-		h = pod.Name
-	}
-	if len(h) > 63 {
-		h = strings.TrimRight(h[:63], "-.")
-	}
-	return h
 }
 
 func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
@@ -289,6 +284,17 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		mounts, err = s.opts.Volumes.MountsWithEnv(ctx, pod, c, envMap)
 		if err != nil {
 			return nil, err
+		}
+	}
+	if !mountsEtcHosts(c) {
+		// Written again for every container, so it follows the pod's
+		// IPs and, for the host network, the node's file.
+		file, err := s.writeHostsFile(pod, podIPs)
+		if err != nil {
+			return nil, err
+		}
+		if m := hostsMount(file, c); m != nil {
+			mounts = append(mounts, m)
 		}
 	}
 	if m := s.terminationMessageMount(ctx, pod, c); m != nil {

@@ -117,8 +117,12 @@ type Options struct {
 	SeccompProfileRoot string
 	SeccompDefault     bool
 	// RootDir holds per-pod files (<RootDir>/pods/<uid>), here the
-	// termination message files; empty disables them.
+	// termination message files and the pod's hosts file; empty disables
+	// them.
 	RootDir string
+	// NodeHostsFile is the node's hosts file, which host-network pods
+	// see with their host aliases; empty means /etc/hosts.
+	NodeHostsFile string
 	// Probes gives liveness, readiness and startup results; nil means
 	// every container is live, ready and started once running.
 	Probes Probes
@@ -281,7 +285,13 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 
 	sbCfg, err := s.sandboxConfig(pod, acts.sandboxAttempt)
 	if err != nil {
-		return podworker.SyncResult{}, err
+		// Such as an FQDN too long for a hostname: the pod waits, as
+		// upstream, with an event.
+		if acts.createSandbox {
+			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+		}
+		s.reportStatus(ctx, pod, waitingFor, false)
+		return podworker.SyncResult{}, fmt.Errorf("generate sandbox config: %w", err)
 	}
 	sandboxID := acts.sandboxID
 	podIPs := rs.IPs()

@@ -77,6 +77,24 @@ func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(path.Child("subdomain"), spec.Subdomain, msg))
 		}
 	}
+	if o := spec.HostnameOverride; o != nil {
+		// As the API server validates it: the pod's hostname as a DNS
+		// subdomain of at most 64 characters, exclusive with the FQDN as
+		// hostname and with the host network.
+		p := path.Child("hostnameOverride")
+		for _, msg := range validation.IsDNS1123Subdomain(*o) {
+			errs = append(errs, field.Invalid(p, *o, msg))
+		}
+		if len(*o) > 64 {
+			errs = append(errs, field.TooLong(p, *o, 64))
+		}
+		if spec.SetHostnameAsFQDN != nil && *spec.SetHostnameAsFQDN {
+			errs = append(errs, field.Forbidden(p, "may not be set when setHostnameAsFQDN is true"))
+		}
+		if spec.HostNetwork {
+			errs = append(errs, field.Forbidden(p, "may not be set when hostNetwork is true"))
+		}
+	}
 	if len(spec.EphemeralContainers) > 0 {
 		errs = append(errs, field.Forbidden(path.Child("ephemeralContainers"), "cannot be set in a static pod"))
 	}

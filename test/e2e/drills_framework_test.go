@@ -202,9 +202,26 @@ func cleanupDrill(t *testing.T, s *drillSet) {
 	for _, n := range s.static {
 		s.h.removeManifest(t, n+".yaml")
 	}
+	// kubectl's own run is bounded by kubectlTimeout, less than 100 pods
+	// take to go on a loaded machine: wait for them here instead.
+	gone := false
 	if _, err := kubectl("delete", "pods", "-n", "default", "-l", drillLabel+"="+s.drill,
-		"--grace-period=1", "--wait=true", "--timeout=3m"); err != nil {
-		t.Errorf("delete the drill's pods: %v; forcing", err)
+		"--grace-period=1", "--wait=false"); err != nil {
+		t.Errorf("delete the drill's pods: %v", err)
+	} else {
+		cs := drillClient(t)
+		for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			pods, err := listDrill(ctx, cs, s.drill)
+			cancel()
+			if err == nil && len(pods) == 0 {
+				gone = true
+				break
+			}
+		}
+	}
+	if !gone {
+		t.Errorf("the drill's pods are still in the API 3 minutes after their deletion; forcing")
 		_, _ = kubectl("delete", "pods", "-n", "default", "-l", drillLabel+"="+s.drill, "--grace-period=0", "--force")
 	}
 	c := newCRI(t)
@@ -288,6 +305,7 @@ func podFingerprint(p *v1.Pod) string {
 // convergence watches the set's pods in the API and compares each with
 // the fingerprint it had before a fault.
 type convergence struct {
+	mu     sync.Mutex
 	before map[string]string
 	// deviated counts the pods whose fingerprint differed at least once.
 	deviated map[string]bool
@@ -303,7 +321,7 @@ func watchConvergence(ctx context.Context, cs kubernetes.Interface, drill string
 	for n, p := range before {
 		cv.before[n] = podFingerprint(p)
 	}
-	var mu sync.Mutex
+	mu := &cv.mu
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -342,6 +360,34 @@ func watchConvergence(ctx context.Context, cs kubernetes.Interface, drill string
 		<-done
 		return cv
 	}
+}
+
+// ignore stops watching the named pods: from the next sample on, the
+// others alone decide convergence.
+func (cv *convergence) ignore(names []string) {
+	cv.mu.Lock()
+	defer cv.mu.Unlock()
+	for _, n := range names {
+		delete(cv.before, n)
+		delete(cv.deviated, n)
+	}
+}
+
+// readySandboxes returns the pod name of every ready sandbox of the
+// namespace, by sandbox ID.
+func readySandboxes(t *testing.T, c *cri) map[string]string {
+	t.Helper()
+	sbs, err := c.sandboxes(map[string]string{labelPodNamespace: "default"})
+	if err != nil {
+		t.Fatalf("list sandboxes: %v", err)
+	}
+	out := map[string]string{}
+	for _, sb := range sbs {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			out[sb.Id] = sb.GetLabels()[labelPodName]
+		}
+	}
+	return out
 }
 
 // snapshotAll describes every sandbox and container of the given pods as

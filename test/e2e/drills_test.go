@@ -105,10 +105,11 @@ func TestDrillContainerdRestart(t *testing.T) {
 	time.Sleep(5 * time.Second)
 	before, _ = waitDrillRunning(t, cs, set, time.Minute)
 	criBefore := snapshotAll(t, c, set.names())
+	readyBefore := readySandboxes(t, c)
 
 	healthz := recordHealthz(fmt.Sprintf("http://127.0.0.1:%d/healthz", h.healthzPort))
 	defer healthz.stop()
-	_, stopWatch := watchConvergence(context.Background(), cs, set.drill, before)
+	cv0, stopWatch := watchConvergence(context.Background(), cs, set.drill, before)
 
 	// Whatever happens, containerd runs again when the test ends.
 	t.Cleanup(func() {
@@ -136,6 +137,25 @@ func TestDrillContainerdRestart(t *testing.T) {
 	hackScript(t, "env.sh", "start-containerd")
 	started := time.Now()
 	t.Logf("drill containerd: containerd serving again after %v down", ms(started.Sub(stopped)))
+	// containerd 1.6 can come back with a sandbox it had ready reported
+	// not ready (seen under load for 1 to 3 of 50 pods: its task state was
+	// not recovered). Such a pod must get a new sandbox, as upstream's
+	// kubelet gives it, so it is left out of the no-restart checks; it
+	// must still run again with one ready sandbox. Read at once, before
+	// heartlet, which reconnects with a backoff, can act on it.
+	readyAfter := readySandboxes(t, c)
+	var lost []string
+	for id, name := range readyBefore {
+		if _, ok := readyAfter[id]; !ok {
+			lost = append(lost, name)
+		}
+	}
+	slices.Sort(lost)
+	t.Logf("drill containerd: %d of %d ready sandboxes reported not ready by containerd after its restart: %v", len(lost), len(readyBefore), lost)
+	cv0.ignore(lost)
+	for _, n := range lost {
+		delete(criBefore, n)
+	}
 	if readyDuring != "" {
 		t.Logf("drill containerd: node Ready=%s during the outage: %s", readyDuring, readyReason)
 	} else {
@@ -207,6 +227,18 @@ func TestDrillContainerdRestart(t *testing.T) {
 	for _, n := range set.names() {
 		if perPod[n] != 1 {
 			t.Errorf("pod %s has %d ready sandboxes after the containerd restart, want 1", n, perPod[n])
+		}
+	}
+	// The pods whose sandbox containerd lost run again, ready.
+	if len(lost) > 0 {
+		now, err := listDrill(context.Background(), cs, set.drill)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range lost {
+			if p := now[n]; p == nil || p.Status.Phase != v1.PodRunning || !isReady(p) {
+				t.Errorf("pod %s, whose sandbox containerd lost, is not running and ready again: %v", n, p != nil && p.Status.Phase == v1.PodRunning)
+			}
 		}
 	}
 

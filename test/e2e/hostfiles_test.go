@@ -225,8 +225,10 @@ func checkMode(t *testing.T, path string, want os.FileMode) {
 // reads its downward API volume and writes its emptyDir.
 func TestSecurityDataDirModes(t *testing.T) {
 	var h *heartlet
+	// The harness makes the root directory 0755 (newHeartlet) before
+	// heartlet starts; heartlet narrows it as it starts, so it is not
+	// checked here.
 	withUmask(0, func() { h = startHeartlet(t) })
-	checkMode(t, h.rootDir, 0o755) // as made by the test harness
 
 	const name = "dir-modes"
 	h.addPod(t, name+".yaml", name, manifest(t, name, func(p *v1.Pod) {

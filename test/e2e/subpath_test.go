@@ -16,17 +16,20 @@ import (
 
 // subPathVictims is how many init containers mount the attacked subPath,
 // each a fresh mount; the app container adds its restarts.
-const subPathVictims = 30
+const subPathVictims = 10
 
 // subPathAppStarts is how many starts of the app container the test waits
 // for.
-const subPathAppStarts = 10
+const subPathAppStarts = 5
 
 // TestSubPathSymlinkRace attacks subPath mounting as CVE-2017-1002101 and
 // CVE-2021-25741 did: a sidecar swaps the directory "d" of an emptyDir
-// between a real directory and a symbolic link to a host directory that
-// holds a marker file, as fast as it can, while init containers and a
-// restarting app container mount that directory by subPath. None of them
+// between a real directory (for 0.4 s) and a symbolic link to a host
+// directory that holds a marker file (for 0.2 s), while init containers
+// and a restarting app container mount that directory by subPath. (Swapped
+// as fast as it can, the directory never lives from heartlet's opening it
+// to the runtime's mount, so no container ever starts: the runtime cannot
+// mount a removed directory, and the test would only wait.) None of them
 // may ever see the marker. Then: restarts do not stack mounts, the subPath
 // mounts of a pod removed normally are gone, and so are those of a pod
 // removed while heartlet was down (killed with SIGKILL).
@@ -49,8 +52,8 @@ func TestSubPathSymlinkRace(t *testing.T) {
 	// The attacker: a sidecar with the whole emptyDir.
 	attacker := shContainer("attacker", fmt.Sprintf(`trap 'exit 0' TERM
 while true; do
-  rm -rf /v/d; mkdir /v/d; touch /v/d/inside
-  rm -rf /v/d; ln -s %s /v/d
+  rm -rf /v/d; mkdir /v/d; touch /v/d/inside; sleep 0.4
+  rm -rf /v/d; ln -s %s /v/d; sleep 0.2
 done`, hostDir))
 	always := v1.ContainerRestartPolicyAlways
 	attacker.RestartPolicy = &always

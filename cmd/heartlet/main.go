@@ -2,6 +2,7 @@
 //
 //	heartlet [flags]                          run the node agent
 //	heartlet validate --config FILE [flags]   check a configuration, print the effective one
+//	heartlet doctor [flags]                   check the node as heartlet would run on it
 //	heartlet version                          print the version and build information
 package main
 
@@ -55,6 +56,7 @@ const usageHeader = `heartlet runs the pods of one Kubernetes node through a CRI
 Usage:
   heartlet [flags]                          run the node agent
   heartlet validate --config FILE [flags]   check a configuration and print the effective one
+  heartlet doctor [flags]                   check this node as heartlet would run on it (see heartlet doctor --help)
   heartlet version                          print the version and build information
 
 Flags:
@@ -67,6 +69,8 @@ func (c *command) run(ctx context.Context, args []string) int {
 		switch args[0] {
 		case "validate":
 			return c.validate(args[1:])
+		case "doctor":
+			return c.doctor(ctx, args[1:])
 		case "version":
 			if len(args) > 1 {
 				fmt.Fprintf(c.stderr, "heartlet: version takes no arguments, got %q\n", args[1])

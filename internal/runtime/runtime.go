@@ -207,6 +207,7 @@ const (
 	opImageStatus      = "image_status"
 	opListImages       = "list_images"
 	opRemoveImage      = "remove_image"
+	opRuntimeConfig    = "runtime_config"
 )
 
 // record counts one CRI call and its latency, and its failure if err is
@@ -247,6 +248,31 @@ func (r *Runtime) Status(ctx context.Context) (_ *runtimeapi.StatusResponse, err
 		return nil, wrap(err, "runtime status")
 	}
 	return st, nil
+}
+
+// StatusInfo returns the runtime's conditions with its verbose info: a map
+// of JSON documents the runtime chooses (containerd puts its CRI
+// configuration under "config" and the last CNI load result under
+// "lastCNILoadStatus").
+func (r *Runtime) StatusInfo(ctx context.Context) (_ *runtimeapi.StatusResponse, err error) {
+	defer r.record(opStatus, r.clock.Now(), &err)
+	st, err := r.rs.Status(ctx, true)
+	if err != nil {
+		return nil, wrap(err, "runtime status")
+	}
+	return st, nil
+}
+
+// RuntimeConfig returns the runtime's configuration as CRI reports it (the
+// cgroup driver on Linux). Runtimes that predate the call answer with gRPC
+// Unimplemented, which stays in the error chain.
+func (r *Runtime) RuntimeConfig(ctx context.Context) (_ *runtimeapi.RuntimeConfigResponse, err error) {
+	defer r.record(opRuntimeConfig, r.clock.Now(), &err)
+	resp, err := r.rs.RuntimeConfig(ctx)
+	if err != nil {
+		return nil, wrap(err, "runtime config")
+	}
+	return resp, nil
 }
 
 // RunPodSandbox creates and starts a pod sandbox with the given runtime

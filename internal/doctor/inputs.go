@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/runtime"

@@ -97,14 +97,17 @@ type access struct {
 func (c checker) nodeAccess() []access {
 	node := c.in.Opts.NodeName
 	kc := c.in.Opts.Config
+	ownPods := &authorizationv1.FieldSelectorAttributes{RawSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}
 	as := []access{
 		{"get its Node", authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Name: node}},
 		{"patch its Node's status", authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Subresource: "status", Name: node}},
 		{"get its Lease", authorizationv1.ResourceAttributes{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease, Name: node}},
 		{"update its Lease", authorizationv1.ResourceAttributes{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease, Name: node}},
 		{"create its Lease", authorizationv1.ResourceAttributes{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease}},
-		{"list pods", authorizationv1.ResourceAttributes{Verb: "list", Resource: "pods"}},
-		{"watch pods", authorizationv1.ResourceAttributes{Verb: "watch", Resource: "pods"}},
+		// The Node authorizer lets a node list and watch only its own
+		// pods, by field selector, as heartlet's informer does.
+		{"list its pods", authorizationv1.ResourceAttributes{Verb: "list", Resource: "pods", FieldSelector: ownPods}},
+		{"watch its pods", authorizationv1.ResourceAttributes{Verb: "watch", Resource: "pods", FieldSelector: ownPods}},
 		{"patch pods/status", authorizationv1.ResourceAttributes{Verb: "patch", Resource: "pods", Subresource: "status"}},
 		{"create mirror pods", authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods"}},
 		{"delete pods", authorizationv1.ResourceAttributes{Verb: "delete", Resource: "pods"}},

@@ -183,6 +183,11 @@ type netConf struct {
 // that the plugins it names exist, and the runtime's NetworkReady
 // condition.
 func (c checker) cni(ctx context.Context) []Result {
+	if c.in.CNIConfDir == "" {
+		if _, err := c.in.ConnectRuntime(ctx); err != nil {
+			return []Result{skip("the runtime is not reachable, and it names the CNI config dir (or give --cni-conf-dir)")}
+		}
+	}
 	confDir, binDirs, st := c.cniDirs(ctx)
 	entries, err := c.in.Host.ReadDir(confDir)
 	if err != nil {

@@ -67,7 +67,7 @@ func TestDoctorCommand(t *testing.T) {
 			t.Errorf("exit code %d, want 1", r.code)
 		}
 		var doc struct {
-			Lines []struct{ Check, Level, Found, Fix string }
+			Lines  []struct{ Check, Level, Found, Fix string }
 			Failed bool
 		}
 		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {

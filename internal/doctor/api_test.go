@@ -247,7 +247,9 @@ func TestKubeletAPI(t *testing.T) {
 	apiserverAllowed := func(user string, a *authorizationv1.ResourceAttributes) (bool, string) {
 		return user == DefaultAPIServerKubeletUser && a.Resource == "nodes" && a.Subresource == "proxy" && a.Name == "node1", "no RBAC policy matched"
 	}
-	denyAll := func(string, *authorizationv1.ResourceAttributes) (bool, string) { return false, "no RBAC policy matched" }
+	denyAll := func(string, *authorizationv1.ResourceAttributes) (bool, string) {
+		return false, "no RBAC policy matched"
+	}
 	secure := []string{"--anonymous-auth=false", "--authentication-token-webhook", "--authorization-mode", "Webhook", "--client-ca-file", "/etc/ca.crt"}
 	for _, tc := range []struct {
 		name  string

@@ -3,7 +3,6 @@ package doctor
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -100,7 +99,7 @@ func (c checker) cgroupDriver(ctx context.Context) []Result {
 			theirs = "cgroupfs"
 		}
 		source = "CRI RuntimeConfig"
-	case err != nil && status.Code(errors.Unwrap(err)) != codes.Unimplemented && status.Code(err) != codes.Unimplemented:
+	case err != nil && status.Code(err) != codes.Unimplemented:
 		return []Result{fail("see the runtime's log", "CRI RuntimeConfig: %v", err)}
 	}
 	if theirs == "" {

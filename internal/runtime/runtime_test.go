@@ -495,3 +495,24 @@ func TestVersionCounted(t *testing.T) {
 	}
 	v.check(t, 2, 1)
 }
+
+func TestStatusInfoAndRuntimeConfig(t *testing.T) {
+	r, srv := newTestRuntime(t)
+	srv.SetReady(false, true)
+	st := snapshot(t, opStatus)
+	resp, err := r.StatusInfo(context.Background())
+	if err != nil {
+		t.Fatalf("StatusInfo: %v", err)
+	}
+	st.check(t, 1, 0)
+	if c := resp.GetStatus().GetConditions(); len(c) != 2 || c[0].GetStatus() {
+		t.Errorf("StatusInfo conditions = %v, want RuntimeReady false first", c)
+	}
+	// The fake, as containerd 1.6, does not implement RuntimeConfig: the
+	// gRPC code stays in the chain for callers to fall back.
+	rc := snapshot(t, opRuntimeConfig)
+	if _, err := r.RuntimeConfig(context.Background()); status.Code(err) != codes.Unimplemented {
+		t.Errorf("RuntimeConfig = %v, want Unimplemented", err)
+	}
+	rc.check(t, 1, 1)
+}

@@ -229,12 +229,14 @@ func (t threshold) below(free, total uint64) (bool, uint64, error) {
 	return free < limit, limit, nil
 }
 
+// thresholds returns the hard and soft thresholds of signal; 0% and 100%
+// turn a threshold off, as configuration validation documents.
 func (c checker) thresholds(signal string) []threshold {
 	var ts []threshold
-	if v, ok := c.in.Opts.Config.EvictionHard[signal]; ok {
+	if v, ok := c.in.Opts.Config.EvictionHard[signal]; ok && v != "0%" && v != "100%" {
 		ts = append(ts, threshold{"evictionHard", signal, v})
 	}
-	if v, ok := c.in.Opts.Config.EvictionSoft[signal]; ok {
+	if v, ok := c.in.Opts.Config.EvictionSoft[signal]; ok && v != "0%" && v != "100%" {
 		ts = append(ts, threshold{"evictionSoft", signal, v})
 	}
 	return ts

@@ -132,6 +132,8 @@ func TestDisk(t *testing.T) {
 			[]any{Error, "nodefs.inodesFree is below evictionHard nodefs.inodesFree<5% (50 inodes)", Error, "pod logs", OK, "imagefs"}},
 		{"below soft", []string{"--eviction-soft", "nodefs.available<60Gi", "--eviction-soft-grace-period", "nodefs.available=1m"}, healthy,
 			[]any{Warning, "nodefs.available is below evictionSoft nodefs.available<60Gi (60.0 GiB)", Warning, "pod logs", OK, "imagefs"}},
+		{"disabled", []string{"--eviction-hard", "nodefs.available<100%,nodefs.inodesFree<0%"}, FsStats{TotalBytes: 100 * gi, AvailableBytes: gi, TotalInodes: 1000, FreeInodes: 1},
+			[]any{OK, "1.0 GiB of 100.0 GiB free (1%), 1 of 1000 inodes free", OK, "pod logs", OK, "imagefs"}},
 		{"no inode count", nil, FsStats{TotalBytes: 100 * gi, AvailableBytes: 50 * gi}, []any{OK, "0 of 0 inodes free", OK, "pod logs", OK, "imagefs"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -224,6 +224,27 @@ func TestDoctor(t *testing.T) {
 		expectDoctorError(t, "kubeconfig", "is unreachable", withArg(args, "--kubeconfig", kubeconfig)...)
 	})
 
+	t.Run("server certificate not signed by the kubeconfig's CA", func(t *testing.T) {
+		otherCA, err := os.ReadFile(filepath.Join(filepath.Dir(clusterCAFile()), "front-proxy-ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kubeconfig := writeKubeconfig(t, func(c *clientcmdapi.Config) {
+			for _, cl := range c.Clusters {
+				cl.CertificateAuthorityData = otherCA
+			}
+		})
+		expectDoctorError(t, "kubeconfig", "TLS connection to API server https://127.0.0.1:6443 failed", withArg(args, "--kubeconfig", kubeconfig)...)
+	})
+
+	t.Run("node name other than the identity's", func(t *testing.T) {
+		expectDoctorError(t, "identity", "is for node "+clusterNode+", but the node name is doctor-other", withArg(args, "--hostname-override", "doctor-other")...)
+	})
+
+	t.Run("disk below the eviction threshold", func(t *testing.T) {
+		expectDoctorError(t, "disk", "nodefs.available is below evictionHard nodefs.available<100Ti", append([]string{"--eviction-hard", "nodefs.available<100Ti"}, args...)...)
+	})
+
 	t.Run("identity without node permissions", func(t *testing.T) {
 		mustKubectl(t, "create", "serviceaccount", "doctor-nobody", "-n", "default")
 		t.Cleanup(func() { _, _ = kubectl("delete", "serviceaccount", "doctor-nobody", "-n", "default") })

@@ -19,9 +19,10 @@ import (
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/record"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
@@ -31,11 +32,13 @@ import (
 	"github.com/heartlet/heartlet/internal/healthz"
 	"github.com/heartlet/heartlet/internal/images"
 	"github.com/heartlet/heartlet/internal/kubeclient"
+	"github.com/heartlet/heartlet/internal/logrotate"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/mirror"
 	"github.com/heartlet/heartlet/internal/nodestatus"
 	"github.com/heartlet/heartlet/internal/pleg"
 	"github.com/heartlet/heartlet/internal/podconfig"
+	"github.com/heartlet/heartlet/internal/podlifecycle"
 	"github.com/heartlet/heartlet/internal/podsource/apiserver"
 	"github.com/heartlet/heartlet/internal/podsource/file"
 	"github.com/heartlet/heartlet/internal/podstartup"
@@ -49,10 +52,6 @@ import (
 	"github.com/heartlet/heartlet/internal/version"
 	"github.com/heartlet/heartlet/internal/volume"
 )
-
-// housekeepingPeriod is how often pods the sources no longer want are
-// looked for in the runtime, as upstream's housekeeping.
-const housekeepingPeriod = 2 * time.Second
 
 // mirrorWait bounds, from the start, how long a static pod's probes wait
 // for the API's pods to be listed, to find the mirror pod whose status an
@@ -76,14 +75,80 @@ func New(opts *config.Options) (*Agent, error) {
 	return &Agent{opts: opts, clock: clock.RealClock{}}, nil
 }
 
-// Run starts every component and blocks until ctx is done or one fails.
-// Nothing that changes the node happens before every check that can fail
-// at start has passed: the manifest directory exists, swap is off (unless
-// failSwapOn is false), the runtime answers CRI, and the ports are free.
+// Run builds every component, passes the checks that can fail at start,
+// then runs the components until ctx is done or one fails:
+//
+//  1. build: check the host (the manifest directory exists, swap is off
+//     unless failSwapOn is false), prepare the root directory, connect to
+//     the API server and the container runtime, and construct and connect
+//     every component; nothing runs yet;
+//  2. preflight: take the ports (each must be free), then create the QoS
+//     cgroups and set heartlet's own OOM score adjustment;
+//  3. run: start every component and wait.
+//
+// Nothing that starts or stops a pod happens before every check has passed.
 func (a *Agent) Run(ctx context.Context) error {
-	cfg := a.opts.Config
-	logger := klog.FromContext(ctx)
+	c, err := a.build(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if err := c.preflight(ctx); err != nil {
+		return err
+	}
+	return c.run(ctx)
+}
 
+// components are the built parts of one agent, connected and not yet
+// running. Fields that are nil are not used in this mode (standalone or
+// cluster) or configuration.
+type components struct {
+	cfg      *kubeletv1beta1.KubeletConfiguration
+	nodeName string
+
+	servers    []*server.Server
+	runAPIAuth func(context.Context)
+	cgroups    *cgroups.Manager
+	logCheck   *healthz.Log
+	pleg       *pleg.PLEG
+	workers    *podworker.Workers
+	probes     *probe.Manager
+	volumes    *volume.Manager
+	rotation   *logrotate.Manager
+	desired    *podconfig.Config
+	fileSource *file.Source
+	apiPods    *apiserver.Source
+	node       *nodestatus.Manager
+	statusSync *status.Syncer
+	dispatcher *podlifecycle.Dispatcher
+	housekeep  *podlifecycle.Housekeeper
+
+	// Shared between the build steps.
+	statuses    *status.Manager
+	startup     *podstartup.Tracker
+	syncLoop    *healthz.SyncLoop
+	recorder    record.EventRecorder // nil in standalone mode
+	allocatable func() v1.ResourceList
+	syncer      *podsync.Syncer
+	sources     []string
+	mirrors     *mirrorPods
+
+	// closers run when Run returns, last first.
+	closers []func()
+}
+
+// close releases what build started (the event recorder, the delivery of
+// the desired pod set).
+func (c *components) close() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+}
+
+// checkHost checks what must hold before heartlet touches the node: the
+// static pod directory and swap.
+func (a *Agent) checkHost() error {
+	cfg := a.opts.Config
 	if p := cfg.StaticPodPath; p != "" {
 		if fi, err := os.Stat(p); err != nil {
 			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: %w", p, err)
@@ -92,19 +157,26 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	failSwapOn := cfg.FailSwapOn == nil || *cfg.FailSwapOn
-	if err := cgroups.CheckSwap(failSwapOn, func() ([]byte, error) { return os.ReadFile(cgroups.SwapsPath) }); err != nil {
-		return err
-	}
+	return cgroups.CheckSwap(failSwapOn, func() ([]byte, error) { return os.ReadFile(cgroups.SwapsPath) })
+}
 
-	// As upstream's data directories: 0750, also when they exist wider.
-	if err := volume.MakeDataDirs(a.opts.RootDir); err != nil {
-		return fmt.Errorf("root directory (--root-dir): %w", err)
-	}
+// connection is what the agent is connected to.
+type connection struct {
+	kube     *kubeclient.Client // nil in standalone mode
+	rt       *runtime.Runtime
+	runtime  *runtimeapi.VersionResponse
+	hostname string
+	nodeIPs  []string
+}
 
-	var cl *kubeclient.Client
+// connect connects to the API server (with a kubeconfig) and to the
+// container runtime, and finds the node's IPs.
+func (a *Agent) connect(ctx context.Context) (*connection, error) {
+	cfg := a.opts.Config
+	logger := klog.FromContext(ctx)
+	conn := &connection{}
 	if a.opts.Kubeconfig != "" {
-		var err error
-		cl, err = kubeclient.Load(ctx, kubeclient.Options{
+		cl, err := kubeclient.Load(ctx, kubeclient.Options{
 			Kubeconfig:  a.opts.Kubeconfig,
 			QPS:         float32(derefInt32(cfg.KubeAPIQPS)),
 			Burst:       int(cfg.KubeAPIBurst),
@@ -114,9 +186,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			ContentType: cfg.ContentType,
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		logger.Info("Connected to API server", "server", cl.Server, "identity", cl.Identity, "serverVersion", cl.ServerVersion)
+		conn.kube = cl
 	}
 
 	timeout := cfg.RuntimeRequestTimeout.Duration
@@ -125,43 +198,90 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	rt, err := runtime.New(ctx, cfg.ContainerRuntimeEndpoint, timeout, runtime.WithImageEndpoint(cfg.ImageServiceEndpoint))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ver, err := rt.Version(ctx)
 	if err != nil {
-		return fmt.Errorf("container runtime %s: %w", cfg.ContainerRuntimeEndpoint, err)
+		return nil, fmt.Errorf("container runtime %s: %w", cfg.ContainerRuntimeEndpoint, err)
 	}
 	logger.Info("Connected to container runtime", "endpoint", cfg.ContainerRuntimeEndpoint,
 		"runtime", ver.RuntimeName, "version", ver.RuntimeVersion, "criVersion", ver.RuntimeApiVersion)
+	conn.rt, conn.runtime = rt, ver
 
-	hostname, _ := os.Hostname()
-	nodeIPs, err := nodestatus.NodeIPs(a.opts.NodeName, hostname, a.opts.NodeIPs)
+	conn.hostname, _ = os.Hostname()
+	conn.nodeIPs, err = nodestatus.NodeIPs(a.opts.NodeName, conn.hostname, a.opts.NodeIPs)
 	if err != nil {
-		return fmt.Errorf("node IP (--node-ip): %w", err)
+		return nil, fmt.Errorf("node IP (--node-ip): %w", err)
+	}
+	return conn, nil
+}
+
+// build checks the host, prepares the root directory, connects, and
+// constructs and connects every component. Only the event recorder and the
+// desired set's delivery start here; close stops them.
+func (a *Agent) build(ctx context.Context) (_ *components, err error) {
+	cfg := a.opts.Config
+	if err := a.checkHost(); err != nil {
+		return nil, err
+	}
+	// As upstream's data directories: 0750, also when they exist wider.
+	if err := volume.MakeDataDirs(a.opts.RootDir); err != nil {
+		return nil, fmt.Errorf("root directory (--root-dir): %w", err)
+	}
+	conn, err := a.connect(ctx)
+	if err != nil {
+		return nil, err
 	}
 
-	statuses := status.NewManager(a.clock)
-	pl := pleg.New(rt, time.Second, a.clock)
+	c := &components{
+		cfg:      cfg,
+		nodeName: a.opts.NodeName,
+		statuses: status.NewManager(a.clock),
+		startup:  podstartup.New(a.clock),
+		pleg:     pleg.New(conn.rt, time.Second, a.clock),
+	}
+	defer func() {
+		if err != nil {
+			c.close()
+		}
+	}()
 	metrics.SetNodeName(a.opts.NodeName)
-	startup := podstartup.New(a.clock)
+	if err := a.buildServers(c, conn); err != nil {
+		return nil, err
+	}
+	if cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS {
+		if c.cgroups, err = newCgroups(cfg); err != nil {
+			return nil, fmt.Errorf("cgroups: %w", err)
+		}
+	}
+	a.buildSources(ctx, c, conn)
+	a.buildWorkers(ctx, c, conn)
+	if err := a.buildLifecycle(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
+// buildServers builds the healthz, read-only and kubelet API servers; the
+// kubelet API's self-signed certificate is written here when it has none.
+func (a *Agent) buildServers(c *components, conn *connection) error {
+	cfg, rt, statuses := a.opts.Config, conn.rt, c.statuses
 	if debugOptions(cfg).ContentionProfiling() {
 		goruntime.SetBlockProfileRate(1)
 	}
-	logCheck := healthz.NewLog(a.clock)
-	syncLoop := healthz.NewSyncLoop(a.clock, cfg.SyncFrequency.Duration)
+	c.logCheck = healthz.NewLog(a.clock)
+	c.syncLoop = healthz.NewSyncLoop(a.clock, cfg.SyncFrequency.Duration)
 	checks := []server.HealthCheck{
 		{Name: "ping", Check: func() error { return nil }},
-		{Name: "log", Check: logCheck.Check},
-		{Name: "syncloop", Check: syncLoop.Check},
-		{Name: "pleg", Check: pl.Healthy},
-		{Name: "runtime", Check: pl.RuntimeHealthy},
+		{Name: "log", Check: c.logCheck.Check},
+		{Name: "syncloop", Check: c.syncLoop.Check},
+		{Name: "pleg", Check: c.pleg.Healthy},
+		{Name: "runtime", Check: c.pleg.RuntimeHealthy},
 	}
 	statsHandlers := newStats(a.opts, rt, a.clock)
-	var servers []*server.Server
 	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
 		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
-		servers = append(servers, server.NewHealthz(addr, checks...))
+		c.servers = append(c.servers, server.NewHealthz(addr, checks...))
 	}
 	probeMetrics := promhttp.HandlerFor(metrics.ProbesRegistry, promhttp.HandlerOpts{})
 	if cfg.ReadOnlyPort > 0 {
@@ -170,93 +290,79 @@ func (a *Agent) Run(ctx context.Context) error {
 		ro := server.NewReadOnly(addr, statuses.Pods, mh, checks...)
 		ro.Handle("GET /metrics/probes", probeMetrics)
 		ro.InstallStats(statsHandlers)
-		servers = append(servers, ro)
+		c.servers = append(c.servers, ro)
 	}
-	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, streams: rt, pods: statuses.Pods, checks: checks, hostname: hostname, nodeIPs: nodeIPs,
+	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, streams: rt, pods: statuses.Pods, checks: checks, hostname: conn.hostname, nodeIPs: conn.nodeIPs,
 		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics, stats: statsHandlers}
-	if cl != nil {
-		apiDeps.kube = cl.Kube
+	if conn.kube != nil {
+		apiDeps.kube = conn.kube.Kube
 	}
 	// enableServer: false leaves out the authenticated HTTPS server only;
 	// the read-only and healthz ports are configured on their own.
-	runAPIAuth := func(context.Context) {}
+	c.runAPIAuth = func(context.Context) {}
 	if cfg.EnableServer == nil || *cfg.EnableServer {
 		api, apiAuth, err := newKubeletAPI(apiDeps)
 		if err != nil {
 			return err
 		}
-		servers = append(servers, api)
-		runAPIAuth = apiAuth.Run
+		c.servers = append(c.servers, api)
+		c.runAPIAuth = apiAuth.Run
 	}
-	for _, s := range servers {
-		if err := s.Listen(); err != nil {
-			return err
-		}
-	}
+	return nil
+}
 
-	var cg *cgroups.Manager
-	if cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS {
-		cg, err = newCgroups(cfg)
-		if err != nil {
-			return fmt.Errorf("cgroups: %w", err)
-		}
-		if err := cg.EnsureQOS(ctx); err != nil {
-			return fmt.Errorf("create QoS cgroups: %w", err)
-		}
+// buildSources builds the desired pod set and its sources, and in cluster
+// mode the event recorder (started here) and the Node's manager.
+func (a *Agent) buildSources(ctx context.Context, c *components, conn *connection) {
+	cfg, cl := a.opts.Config, conn.kube
+	desiredCtx, stopDesired := context.WithCancel(ctx)
+	c.closers = append(c.closers, stopDesired)
+	c.desired = podconfig.New(desiredCtx)
+	if p := cfg.StaticPodPath; p != "" {
+		c.sources = append(c.sources, file.SourceName)
+		c.fileSource = file.New(p, a.opts.NodeName, cfg.FileCheckFrequency.Duration, func(pods []*v1.Pod) {
+			c.desired.Set(file.SourceName, pods)
+		})
 	}
-	setOwnOOMScoreAdj(logger, ownOOMScoreAdjPath, oomScoreAdj(cfg))
+	if cl != nil {
+		c.sources = append(c.sources, apiserver.SourceName)
+		c.apiPods = apiserver.New(cl.Kube, a.opts.NodeName, func(pods []*v1.Pod) {
+			c.desired.Set(apiserver.SourceName, pods)
+		})
+		er, stopRecs := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName)
+		c.closers = append(c.closers, stopRecs)
+		c.recorder = er
+		c.node = nodestatus.New(cl.Kube, a.clock, a.nodeOptions(cl, conn.nodeIPs, er), conn.rt, c.pleg.Healthy)
+		c.allocatable = c.node.Allocatable
+	}
+}
 
+// buildWorkers builds the pod workers and what they drive: volumes,
+// probes, log rotation, the pod syncer; in cluster mode the status writer
+// and the mirror pods.
+func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connection) {
+	cfg, rt, cl := a.opts.Config, conn.rt, conn.kube
 	var (
-		rec      podsync.Recorder
-		getter   volume.Getter
-		node     *nodestatus.Manager
-		alloc    func() v1.ResourceList
-		apiPods  *apiserver.Source
-		stopRecs = func() {}
+		rec    podsync.Recorder
+		getter volume.Getter
 	)
 	if cl != nil {
-		er, stop := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName)
-		rec, stopRecs = er, stop
+		rec = c.recorder
 		getter = volume.NewClientGetter(cl.Kube)
-		node = nodestatus.New(cl.Kube, a.clock, nodestatus.Options{
-			NodeName:          a.opts.NodeName,
-			NodeIPs:           nodeIPs,
-			Hostname:          a.opts.NodeName,
-			RegisterNode:      cfg.RegisterNode == nil || *cfg.RegisterNode,
-			Labels:            a.opts.NodeLabels,
-			Taints:            cfg.RegisterWithTaints,
-			ProviderID:        cfg.ProviderID,
-			MaxPods:           maxPods(cfg),
-			MaxImages:         cfg.NodeStatusMaxImages,
-			Reserved:          reserved(cfg.KubeReserved, cfg.SystemReserved),
-			EvictionHard:      cfg.EvictionHard,
-			UpdateFrequency:   cfg.NodeStatusUpdateFrequency.Duration,
-			ReportFrequency:   cfg.NodeStatusReportFrequency.Duration,
-			LeaseDuration:     cfg.NodeLeaseDurationSeconds,
-			Version:           version.Version,
-			Port:              cfg.Port,
-			RootDir:           a.opts.RootDir,
-			Heartbeat:         cl.Heartbeat,
-			Recorder:          er,
-			OnRepeatedFailure: cl.CloseAllConns,
-		}, rt, pl.Healthy)
-		alloc = node.Allocatable
 	}
-	defer stopRecs()
-	vols := volume.New(volume.Options{
+	c.volumes = volume.New(volume.Options{
 		RootDir:     a.opts.RootDir,
 		Getter:      getter,
 		Clock:       a.clock,
 		NodeName:    a.opts.NodeName,
-		NodeIPs:     nodeIPs,
-		Allocatable: alloc,
+		NodeIPs:     conn.nodeIPs,
+		Allocatable: c.allocatable,
 	})
-
 	startedAt := a.clock.Now()
-	probes := probe.NewManager(probe.Options{Exec: rt, Status: statuses, Recorder: probeRecorder(rec), Clock: a.clock,
+	c.probes = probe.NewManager(probe.Options{Exec: rt, Status: c.statuses, Recorder: probeRecorder(rec), Clock: a.clock,
 		PreviousStatus: func(pod *v1.Pod) (*v1.PodStatus, bool) {
 			// A static pod's status in the API is its mirror pod's.
-			if apiPods == nil || !podconfig.IsStatic(pod) {
+			if c.apiPods == nil || !podconfig.IsStatic(pod) {
 				return nil, false
 			}
 			// Static pods are read before the API's pods are listed; give
@@ -265,28 +371,28 @@ func (a *Agent) Run(ctx context.Context) error {
 			// that list anyway.
 			waitCtx, cancel := context.WithTimeout(ctx, startedAt.Add(mirrorWait).Sub(a.clock.Now()))
 			_ = wait.PollUntilContextCancel(waitCtx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-				return apiPods.HasSynced(), nil
+				return c.apiPods.HasSynced(), nil
 			})
 			cancel()
-			mp, ok := mirror.MirrorFor(pod, apiPods.MirrorPods())
+			mp, ok := mirror.MirrorFor(pod, c.apiPods.MirrorPods())
 			if !ok {
 				return nil, false
 			}
 			return &mp.Status, true
 		},
 	})
-	rotation := newLogRotation(cfg, rt, a.clock)
-	syncer := podsync.New(podsync.Options{
-		NodeIPs:       nodeIPs,
+	c.rotation = newLogRotation(cfg, rt, a.clock)
+	c.syncer = podsync.New(podsync.Options{
+		NodeIPs:       conn.nodeIPs,
 		PodLogsDir:    cfg.PodLogsDir,
 		ClusterDNS:    cfg.ClusterDNS,
 		ClusterDomain: cfg.ClusterDomain,
 		ResolvConf:    derefString(cfg.ResolverConfig),
-		RuntimeName:   ver.RuntimeName,
+		RuntimeName:   conn.runtime.RuntimeName,
 		MachineMemory: machineMemory(),
-		Allocatable:   alloc,
+		Allocatable:   c.allocatable,
 		Clock:         a.clock,
-		Volumes:       vols,
+		Volumes:       c.volumes,
 		Recorder:      rec,
 
 		DisableCPUQuota:           !cpuCFSQuota(cfg),
@@ -296,9 +402,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		SeccompProfileRoot: filepath.Join(a.opts.RootDir, "seccomp"),
 		SeccompDefault:     cfg.SeccompDefault != nil && *cfg.SeccompDefault,
 		RootDir:            a.opts.RootDir,
-		Probes:             probes,
-		Pulls:              startup,
-		Started:            rotation,
+		Probes:             c.probes,
+		Pulls:              c.startup,
+		Started:            c.rotation,
 		Puller: images.NewPuller(rt, images.Options{
 			Serialize:   cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
 			MaxParallel: int(derefInt32(cfg.MaxParallelImagePulls)),
@@ -307,136 +413,145 @@ func (a *Agent) Run(ctx context.Context) error {
 			Clock:       a.clock,
 		}),
 		CheckDisk: diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
-	}, rt, podsyncCgroups(cg), startup.Sink(statuses))
-	workers := podworker.New(syncer, a.clock, cfg.SyncFrequency.Duration)
+	}, rt, podsyncCgroups(c.cgroups), c.startup.Sink(c.statuses))
+	c.workers = podworker.New(c.syncer, a.clock, cfg.SyncFrequency.Duration)
 
-	g, ctx := errgroup.WithContext(ctx)
-	desired := podconfig.New(ctx)
-	for _, s := range servers {
-		g.Go(func() error { return s.Run(ctx) })
-	}
-	g.Go(func() error { runAPIAuth(ctx); return nil })
-	g.Go(func() error { return logCheck.Run(ctx) })
-	g.Go(func() error { return pl.Run(ctx) })
-	g.Go(func() error { return workers.Run(ctx) })
-	g.Go(func() error { return probes.Run(ctx) })
-	g.Go(func() error { return relayProbes(ctx, probes, workers) })
-	var sources []string
-	if p := cfg.StaticPodPath; p != "" {
-		sources = append(sources, file.SourceName)
-		src := file.New(p, a.opts.NodeName, cfg.FileCheckFrequency.Duration, func(pods []*v1.Pod) {
-			desired.Set(file.SourceName, pods)
-		})
-		g.Go(func() error { return src.Run(ctx) })
-	}
-	g.Go(func() error { return vols.Run(ctx) })
-	g.Go(func() error { return rotation.Run(ctx) })
-	var mirrors *mirror.Manager
 	if cl != nil {
-		sources = append(sources, apiserver.SourceName)
-		apiPods = apiserver.New(cl.Kube, a.opts.NodeName, func(pods []*v1.Pod) {
-			desired.Set(apiserver.SourceName, pods)
-		})
-		mirrors = mirror.New(cl.Kube, a.opts.NodeName, node.Node)
-		statusSync := status.NewSyncer(cl.Kube, statuses, a.clock, status.SyncerOptions{
+		c.mirrors = &mirrorPods{mirrors: mirror.New(cl.Kube, a.opts.NodeName, c.node.Node), desired: c.desired, api: c.apiPods}
+		c.statusSync = status.NewSyncer(cl.Kube, c.statuses, a.clock, status.SyncerOptions{
 			CanDelete: func(uid types.UID) bool {
-				st, ok := workers.State(uid)
+				st, ok := c.workers.State(uid)
 				return !ok || st == podworker.StateTerminated
 			},
 			MirrorPod: func(static *v1.Pod) (*v1.Pod, bool) {
-				return mirror.MirrorFor(static, apiPods.MirrorPods())
+				return mirror.MirrorFor(static, c.apiPods.MirrorPods())
 			},
 			GetPod: func(namespace, name string) (*v1.Pod, bool) {
-				return findAPIPod(namespace, name, desired.Pods(), apiPods.MirrorPods())
+				return findAPIPod(namespace, name, c.desired.Pods(), c.apiPods.MirrorPods())
 			},
 		})
-		g.Go(func() error { return node.Run(ctx) })
-		g.Go(func() error { return apiPods.Run(ctx) })
-		g.Go(func() error { return statusSync.Run(ctx) })
 	}
+}
+
+// buildLifecycle builds what stands between the sources and the workers:
+// admission, dispatch and housekeeping.
+func (a *Agent) buildLifecycle(c *components) error {
+	cfg := a.opts.Config
 	allowSysctls, err := sysctl.NewAllowlist(cfg.AllowedUnsafeSysctls)
 	if err != nil {
 		return fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
-	adm := &admitter{statuses: statuses, workers: workers, desired: desired, recorder: rec, maxPods: maxPods(cfg), sysctls: allowSysctls}
-	if node != nil {
-		adm.node = node.Node
-		adm.allocatable = node.Allocatable
+	admOpts := podlifecycle.AdmitterOptions{
+		// Sysctls are checked before the node predicates, as upstream
+		// orders its admit handlers.
+		Predicates: []podlifecycle.Predicate{
+			podlifecycle.SysctlPredicate(allowSysctls),
+			podlifecycle.NodePredicate(maxPods(cfg)),
+		},
+		Desired:  c.desired,
+		Workers:  c.workers,
+		Statuses: c.statuses,
+		Recorder: c.recorder,
 	}
-	g.Go(func() error { return dispatch(ctx, desired, workers, adm, probes, startup) })
-	g.Go(func() error { return relay(ctx, pl, workers) })
-	g.Go(func() error {
-		hk := &housekeeper{
-			desired: desired, sources: sources, workers: workers, pleg: pl,
-			syncer: syncer, cgroups: cg, statuses: statuses, admitted: adm,
-			podDirs: vols, loop: syncLoop,
+	if c.node != nil {
+		admOpts.Node, admOpts.Allocatable = c.node.Node, c.node.Allocatable
+	}
+	adm := podlifecycle.NewAdmitter(admOpts)
+	c.dispatcher = podlifecycle.NewDispatcher(adm, c.workers, c.probes, c.startup)
+	hkOpts := podlifecycle.HousekeeperOptions{
+		Desired:   c.desired,
+		Sources:   c.sources,
+		Workers:   c.workers,
+		Statuses:  c.statuses,
+		Admitter:  adm,
+		Runtime:   c.pleg,
+		Remover:   c.syncer,
+		Resources: newPodResources(c.volumes, c.cgroups),
+		Loop:      c.syncLoop,
+		Clock:     a.clock,
+	}
+	if c.mirrors != nil {
+		hkOpts.Mirrors = c.mirrors
+	}
+	c.housekeep = podlifecycle.NewHousekeeper(hkOpts)
+	return nil
+}
+
+// nodeOptions are the Node's and the Lease's settings.
+func (a *Agent) nodeOptions(cl *kubeclient.Client, nodeIPs []string, rec record.EventRecorder) nodestatus.Options {
+	cfg := a.opts.Config
+	return nodestatus.Options{
+		NodeName:          a.opts.NodeName,
+		NodeIPs:           nodeIPs,
+		Hostname:          a.opts.NodeName,
+		RegisterNode:      cfg.RegisterNode == nil || *cfg.RegisterNode,
+		Labels:            a.opts.NodeLabels,
+		Taints:            cfg.RegisterWithTaints,
+		ProviderID:        cfg.ProviderID,
+		MaxPods:           maxPods(cfg),
+		MaxImages:         cfg.NodeStatusMaxImages,
+		Reserved:          reserved(cfg.KubeReserved, cfg.SystemReserved),
+		EvictionHard:      cfg.EvictionHard,
+		UpdateFrequency:   cfg.NodeStatusUpdateFrequency.Duration,
+		ReportFrequency:   cfg.NodeStatusReportFrequency.Duration,
+		LeaseDuration:     cfg.NodeLeaseDurationSeconds,
+		Version:           version.Version,
+		Port:              cfg.Port,
+		RootDir:           a.opts.RootDir,
+		Heartbeat:         cl.Heartbeat,
+		Recorder:          rec,
+		OnRepeatedFailure: cl.CloseAllConns,
+	}
+}
+
+// preflight takes every port (each must be free), then sets up the node:
+// the QoS cgroups and heartlet's own OOM score adjustment.
+func (c *components) preflight(ctx context.Context) error {
+	for _, s := range c.servers {
+		if err := s.Listen(); err != nil {
+			return err
 		}
-		if mirrors != nil {
-			hk.mirrors = func(ctx context.Context) error {
-				var static []*v1.Pod
-				for _, p := range desired.Pods() {
-					if podconfig.IsStatic(p) {
-						static = append(static, p)
-					}
-				}
-				return mirrors.Sync(ctx, static, apiPods.MirrorPods())
-			}
-			hk.mirrorCount = func() int { return len(apiPods.MirrorPods()) }
+	}
+	if c.cgroups != nil {
+		if err := c.cgroups.EnsureQOS(ctx); err != nil {
+			return fmt.Errorf("create QoS cgroups: %w", err)
 		}
-		return hk.run(ctx, a.clock)
-	})
-	logger.Info("Started heartlet", "node", a.opts.NodeName, "staticPodPath", cfg.StaticPodPath)
-	err = g.Wait()
+	}
+	setOwnOOMScoreAdj(klog.FromContext(ctx), ownOOMScoreAdjPath, oomScoreAdj(c.cfg))
+	return nil
+}
+
+// run starts every component and blocks until ctx is done or one fails.
+func (c *components) run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, s := range c.servers {
+		g.Go(func() error { return s.Run(ctx) })
+	}
+	g.Go(func() error { c.runAPIAuth(ctx); return nil })
+	g.Go(func() error { return c.logCheck.Run(ctx) })
+	g.Go(func() error { return c.pleg.Run(ctx) })
+	g.Go(func() error { return c.workers.Run(ctx) })
+	g.Go(func() error { return c.probes.Run(ctx) })
+	g.Go(func() error { return relayProbes(ctx, c.probes, c.workers) })
+	if c.fileSource != nil {
+		g.Go(func() error { return c.fileSource.Run(ctx) })
+	}
+	g.Go(func() error { return c.volumes.Run(ctx) })
+	g.Go(func() error { return c.rotation.Run(ctx) })
+	if c.apiPods != nil {
+		g.Go(func() error { return c.node.Run(ctx) })
+		g.Go(func() error { return c.apiPods.Run(ctx) })
+		g.Go(func() error { return c.statusSync.Run(ctx) })
+	}
+	g.Go(func() error { return c.dispatcher.Run(ctx, c.desired.Updates()) })
+	g.Go(func() error { return relay(ctx, c.pleg, c.workers) })
+	g.Go(func() error { return c.housekeep.Run(ctx) })
+	klog.FromContext(ctx).Info("Started heartlet", "node", c.nodeName, "staticPodPath", c.cfg.StaticPodPath)
+	err := g.Wait()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
-}
-
-// dispatch turns changes of the desired pod set into pod worker updates:
-// new pods pass admission first, pods being deleted in the API are killed
-// with their deletion grace period.
-func dispatch(ctx context.Context, desired *podconfig.Config, workers *podworker.Workers, adm *admitter, probes *probe.Manager, startup *podstartup.Tracker) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case u := <-desired.Updates():
-			pod := u.Pod
-			switch {
-			case u.Op == podconfig.OpRemove:
-				adm.forget(pod.UID)
-				startup.Forget(pod.UID)
-				probes.RemovePod(pod.UID)
-				workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod})
-			case pod.DeletionTimestamp != nil:
-				if workers.Known(pod.UID) {
-					// Readiness goes on while it terminates; liveness and
-					// startup stop, as upstream.
-					probes.AddPod(pod)
-				}
-				workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod, GracePeriod: pod.DeletionGracePeriodSeconds})
-			case isTerminalPhase(pod.Status.Phase) && !workers.Known(pod.UID):
-				// Finished in the API (for example before a restart of
-				// heartlet): never run again.
-			case u.Op == podconfig.OpAdd:
-				startup.Seen(pod)
-				if adm.admit(ctx, pod) {
-					probes.AddPod(pod)
-					workers.Update(podworker.Update{Type: podworker.UpdateCreate, Pod: pod})
-				}
-			default:
-				if workers.Known(pod.UID) {
-					probes.AddPod(pod)
-					workers.Update(podworker.Update{Type: podworker.UpdateUpdate, Pod: pod})
-				}
-			}
-		}
-	}
-}
-
-func isTerminalPhase(p v1.PodPhase) bool {
-	return p == v1.PodSucceeded || p == v1.PodFailed
 }
 
 // relay turns runtime changes seen by the PLEG into syncs of known pods.
@@ -470,199 +585,6 @@ func probeRecorder(rec podsync.Recorder) probe.Recorder {
 		return nil
 	}
 	return rec
-}
-
-// housekeeper removes what no source wants any more: it asks the pod
-// workers to stop running pods they do not know (orphans, e.g. left from
-// before a restart), then deletes stopped containers, sandboxes, logs and
-// cgroups of pods that are gone.
-type housekeeper struct {
-	desired  *podconfig.Config
-	sources  []string
-	workers  *podworker.Workers
-	pleg     relister
-	syncer   podRemover
-	cgroups  *cgroups.Manager
-	statuses *status.Manager
-	admitted *admitter
-	// mirrors makes the API's mirror pods match the static pods; nil in
-	// standalone mode.
-	mirrors func(ctx context.Context) error
-	// podDirs are the pods' directories (volumes) under the root dir.
-	podDirs podDirs
-	// loop is told when each pass starts (the syncloop health check).
-	loop *healthz.SyncLoop
-	// mirrorCount is the number of mirror pods in the API; nil in
-	// standalone mode.
-	mirrorCount func() int
-	// kinds remembers pod kinds for the pod count metrics.
-	kinds podKinds
-}
-
-// recordPodCounts sets the desired, active, mirror and working pods
-// gauges once every source has delivered its pods.
-func (h *housekeeper) recordPodCounts() {
-	if !h.desired.SeenAllSources(h.sources...) {
-		return
-	}
-	mirrors := 0
-	if h.mirrorCount != nil {
-		mirrors = h.mirrorCount()
-	}
-	metrics.SetPodCounts(h.kinds.counts(h.desired.Pods(), h.admitted.active(""), h.workers.Pods(), mirrors))
-}
-
-// relister tells what runs (the PLEG). Relisted's bool is false before
-// the first successful relist and while the latest one failed: then the
-// pods are not (or no longer) known to be all that runs.
-type relister interface {
-	Relisted() ([]*runtime.PodStatus, bool)
-}
-
-// podRemover deletes what is left of a stopped pod in the runtime.
-type podRemover interface {
-	RemovePod(ctx context.Context, uid types.UID) error
-}
-
-// podDirs lists and removes the pods' directories under the root dir.
-type podDirs interface {
-	PodDirs() ([]types.UID, error)
-	Cleanup(ctx context.Context, uid types.UID) error
-}
-
-func (h *housekeeper) run(ctx context.Context, clk clock.WithTicker) error {
-	t := clk.NewTicker(housekeepingPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-			if h.loop != nil {
-				h.loop.Enter()
-			}
-			h.once(ctx)
-			h.recordPodCounts()
-		}
-	}
-}
-
-func (h *housekeeper) once(ctx context.Context) {
-	// Until every source has delivered its pods, any pod could still be
-	// wanted: removing it would restart it needlessly.
-	if !h.desired.SeenAllSources(h.sources...) {
-		return
-	}
-	logger := klog.FromContext(ctx)
-	if h.mirrors != nil {
-		if err := h.mirrors(ctx); err != nil {
-			logger.V(2).Info("Mirror pods not in sync yet", "err", err)
-		}
-	}
-	want := map[types.UID]bool{}
-	for _, p := range h.desired.Pods() {
-		want[p.UID] = true
-	}
-	for _, p := range h.statuses.Pods() {
-		if !want[p.UID] && !h.workers.Known(p.UID) {
-			h.statuses.RemovePod(p.UID)
-			h.admitted.forget(p.UID)
-		}
-	}
-	// Until a relist succeeded, nothing is known of what runs, and while
-	// the runtime fails what is known may be stale: a running pod's
-	// directories, volumes and cgroups would look orphaned.
-	pods, ok := h.pleg.Relisted()
-	if !ok {
-		logger.V(2).Info("Housekeeping waits for a successful relist of the runtime's pods")
-		return
-	}
-	seen := map[types.UID]bool{}
-	for _, rp := range pods {
-		seen[rp.UID] = true
-		if want[rp.UID] || h.workers.Known(rp.UID) {
-			continue
-		}
-		if podRuns(rp) {
-			logger.Info("Stopping pod that no source wants", "pod", klog.KRef(rp.Namespace, rp.Name), "podUID", rp.UID)
-			h.kinds.markRuntimeOnly(rp.UID)
-			h.workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: orphanPod(rp)})
-			continue
-		}
-		if err := h.syncer.RemovePod(ctx, rp.UID); err != nil {
-			logger.Error(err, "Failed to remove pod", "pod", klog.KRef(rp.Namespace, rp.Name), "podUID", rp.UID)
-		}
-	}
-	h.removeOrphanedPodDirs(ctx, want, seen)
-	if h.cgroups == nil {
-		return
-	}
-	uids, err := h.cgroups.ListPods(ctx)
-	if err != nil {
-		logger.Error(err, "Failed to list pod cgroups")
-		return
-	}
-	for _, uid := range uids {
-		if want[uid] || seen[uid] || h.workers.Known(uid) {
-			continue
-		}
-		if err := h.cgroups.RemovePod(ctx, uid); err != nil {
-			logger.V(2).Info("Pod cgroup not removed yet", "podUID", uid, "err", err)
-		}
-	}
-}
-
-// removeOrphanedPodDirs unmounts and removes the directories of pods that
-// neither a source, the runtime nor a worker knows: left behind when a pod
-// was deleted while heartlet was down, as upstream cleans orphaned pod
-// directories.
-func (h *housekeeper) removeOrphanedPodDirs(ctx context.Context, want, seen map[types.UID]bool) {
-	if h.podDirs == nil {
-		return
-	}
-	uids, err := h.podDirs.PodDirs()
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Failed to list pod directories")
-		return
-	}
-	for _, uid := range uids {
-		if want[uid] || seen[uid] || h.workers.Known(uid) {
-			continue
-		}
-		klog.FromContext(ctx).Info("Removing orphaned pod directory", "podUID", uid)
-		if err := h.podDirs.Cleanup(ctx, uid); err != nil {
-			klog.FromContext(ctx).Error(err, "Failed to remove orphaned pod directory", "podUID", uid)
-		}
-	}
-}
-
-// podRuns tells whether anything of the pod still runs.
-func podRuns(rp *runtime.PodStatus) bool {
-	for _, s := range rp.Sandboxes {
-		if s.State == runtime.SandboxReady {
-			return true
-		}
-	}
-	for _, c := range rp.Containers {
-		if c.State == runtime.ContainerRunning || c.State == runtime.ContainerCreated {
-			return true
-		}
-	}
-	return false
-}
-
-// orphanPod is the minimal pod object the workers need to stop a pod known
-// only from the runtime: its identity from the labels and the termination
-// grace period its containers were started with.
-func orphanPod(rp *runtime.PodStatus) *v1.Pod {
-	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rp.Name, Namespace: rp.Namespace, UID: rp.UID}}
-	for _, c := range rp.Containers {
-		if g, err := strconv.ParseInt(c.Annotations[runtime.AnnotationGrace], 10, 64); err == nil && g >= 0 {
-			pod.Spec.TerminationGracePeriodSeconds = &g
-			break
-		}
-	}
-	return pod
 }
 
 // podsyncCgroups keeps a nil manager a nil interface.

@@ -1,4 +1,4 @@
-package agent
+package podlifecycle
 
 import (
 	"context"
@@ -38,23 +38,6 @@ func (f *fakeLister) set(err error, pods ...*runtime.PodStatus) {
 	f.pods, f.err = pods, err
 }
 
-// fakePodDirs are pod directories; Cleanup records what it removes.
-type fakePodDirs struct {
-	uids    []types.UID
-	removed []types.UID
-}
-
-func (f *fakePodDirs) PodDirs() ([]types.UID, error) { return f.uids, nil }
-func (f *fakePodDirs) Cleanup(_ context.Context, uid types.UID) error {
-	f.removed = append(f.removed, uid)
-	return nil
-}
-
-func runningPod(uid types.UID) *runtime.PodStatus {
-	return &runtime.PodStatus{UID: uid, Name: string(uid), Namespace: "default",
-		Sandboxes: []*runtime.SandboxStatus{{ID: "sb-" + string(uid), State: runtime.SandboxReady}}}
-}
-
 // TestHousekeepingWaitsForRelist attacks the orphan cleanup: a pod that
 // no source wants any more but still runs (deleted while heartlet was
 // down) must keep its directories and volumes until housekeeping knows
@@ -70,16 +53,16 @@ func TestHousekeepingWaitsForRelist(t *testing.T) {
 	desired.Set(podconfig.SourceFile, []*v1.Pod{})
 	workers := podworker.New(nil, clk, 0)
 	statuses := status.NewManager(clk)
-	dirs := &fakePodDirs{uids: []types.UID{"orphan", "gone"}}
-	h := &housekeeper{
-		desired: desired, sources: []string{podconfig.SourceFile}, workers: workers, pleg: pl,
-		statuses: statuses, podDirs: dirs, // no syncer: nothing here is stopped, so nothing is removed
-		admitted: &admitter{statuses: statuses, workers: workers, desired: desired},
-	}
+	dirs := &fakeResources{uids: []types.UID{"orphan", "gone"}}
+	h := NewHousekeeper(HousekeeperOptions{
+		Desired: desired, Sources: []string{podconfig.SourceFile}, Workers: workers, Runtime: pl,
+		Statuses: statuses, Resources: dirs, // no remover: nothing here is stopped, so nothing is removed
+		Admitter: NewAdmitter(AdmitterOptions{Statuses: statuses, Workers: workers, Desired: desired}),
+	})
 
-	h.once(ctx)
-	if len(dirs.removed) != 0 {
-		t.Fatalf("before the first relist housekeeping removed the directories of %v; nothing is known of what runs yet", dirs.removed)
+	h.Once(ctx)
+	if len(dirs.cleaned) != 0 {
+		t.Fatalf("before the first relist housekeeping removed the directories of %v; nothing is known of what runs yet", dirs.cleaned)
 	}
 
 	// The first relist: the orphan runs and keeps its directory (it is
@@ -91,9 +74,9 @@ func TestHousekeepingWaitsForRelist(t *testing.T) {
 	}()
 	t.Cleanup(func() { <-ran })
 	waitTimer(t, clk)
-	h.once(ctx)
-	if !slices.Equal(dirs.removed, []types.UID{"gone"}) {
-		t.Fatalf("after a relist removed %v, want [gone]", dirs.removed)
+	h.Once(ctx)
+	if !slices.Equal(dirs.cleaned, []types.UID{"gone"}) {
+		t.Fatalf("after a relist removed %v, want [gone]", dirs.cleaned)
 	}
 	if !workers.Known("orphan") {
 		t.Error("the running orphan was not handed to the workers to stop")
@@ -101,21 +84,21 @@ func TestHousekeepingWaitsForRelist(t *testing.T) {
 
 	// The runtime fails while a pod started outside the last relist runs:
 	// nothing is removed until a relist succeeds again.
-	dirs.removed = nil
+	dirs.cleaned = nil
 	dirs.uids = []types.UID{"new"}
 	lister.set(errors.New("runtime unreachable"), runningPod("orphan"), runningPod("new"))
 	clk.Step(time.Second)
 	waitTimer(t, clk)
-	h.once(ctx)
-	if len(dirs.removed) != 0 {
-		t.Fatalf("while the runtime fails housekeeping removed the directories of %v", dirs.removed)
+	h.Once(ctx)
+	if len(dirs.cleaned) != 0 {
+		t.Fatalf("while the runtime fails housekeeping removed the directories of %v", dirs.cleaned)
 	}
 	lister.set(nil, runningPod("orphan"), runningPod("new"))
 	clk.Step(time.Second)
 	waitTimer(t, clk)
-	h.once(ctx)
-	if len(dirs.removed) != 0 {
-		t.Fatalf("after the runtime recovered housekeeping removed the directories of running %v", dirs.removed)
+	h.Once(ctx)
+	if len(dirs.cleaned) != 0 {
+		t.Fatalf("after the runtime recovered housekeeping removed the directories of running %v", dirs.cleaned)
 	}
 }
 

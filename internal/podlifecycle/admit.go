@@ -1,0 +1,147 @@
+package podlifecycle
+
+import (
+	"context"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/heartlet/heartlet/internal/admission"
+	"github.com/heartlet/heartlet/internal/podworker"
+	"github.com/heartlet/heartlet/internal/sysctl"
+)
+
+// AdmitAttrs is what an admission predicate decides on.
+type AdmitAttrs struct {
+	// Pod is the new pod.
+	Pod *v1.Pod
+	// Node is the Node object; nil when not known (standalone mode, or
+	// before the first read).
+	Node *v1.Node
+	// Allocatable is the node's allocatable resources; empty when unknown.
+	Allocatable v1.ResourceList
+	// Active are the desired pods that hold node resources: admitted and
+	// not yet terminated, Pod itself left out.
+	Active []*v1.Pod
+}
+
+// Predicate is one admission check. It must be a pure function of its
+// attributes (and of what it was built with) and safe for concurrent use.
+type Predicate func(AdmitAttrs) admission.Result
+
+// SysctlPredicate admits a pod whose sysctls the node's allowlist allows
+// (nil allows every sysctl).
+func SysctlPredicate(allow *sysctl.Allowlist) Predicate {
+	return func(a AdmitAttrs) admission.Result { return admission.Sysctls(a.Pod, allow) }
+}
+
+// NodePredicate is the kubelet's predicate admission (operating system,
+// pod count and resources, node affinity and name, host ports, NoExecute
+// taints) with the node's pod capacity maxPods.
+func NodePredicate(maxPods int) Predicate {
+	return func(a AdmitAttrs) admission.Result {
+		return admission.Admit(a.Pod, a.Node, a.Allocatable, a.Active, maxPods)
+	}
+}
+
+// AdmitterOptions are what an Admitter reads and reports to.
+type AdmitterOptions struct {
+	// Predicates are checked in order; the first that refuses decides.
+	// Upstream's order puts the sysctl check before the node predicates.
+	Predicates []Predicate
+	Desired    Desired
+	Workers    Workers
+	Statuses   Statuses
+	// Recorder may be nil.
+	Recorder Recorder
+	// Node and Allocatable may be nil (standalone mode).
+	Node        func() *v1.Node
+	Allocatable func() v1.ResourceList
+}
+
+// Admitter decides whether a new pod may run on this node. A rejected pod
+// is reported Failed with the predicate's reason and message, with a
+// Warning event, and is never started. It remembers the rejected pods, so
+// that they do not count as active for the pods admitted after them, until
+// Forget.
+type Admitter struct {
+	opts AdmitterOptions
+
+	mu       sync.Mutex
+	rejected map[types.UID]bool
+}
+
+// NewAdmitter returns an Admitter; it has no side effects.
+func NewAdmitter(opts AdmitterOptions) *Admitter {
+	return &Admitter{opts: opts, rejected: map[types.UID]bool{}}
+}
+
+// Admit reports whether pod may start; a rejection is recorded in the
+// pod's status and as an event.
+func (a *Admitter) Admit(ctx context.Context, pod *v1.Pod) bool {
+	attrs := AdmitAttrs{Pod: pod, Active: a.Active(pod.UID)}
+	if a.opts.Node != nil {
+		attrs.Node = a.opts.Node()
+	}
+	if a.opts.Allocatable != nil {
+		attrs.Allocatable = a.opts.Allocatable()
+	}
+	res := admission.Result{Admit: true}
+	for _, p := range a.opts.Predicates {
+		if res = p(attrs); !res.Admit {
+			break
+		}
+	}
+	if res.Admit {
+		return true
+	}
+	klog.FromContext(ctx).Info("Pod rejected by admission", "pod", klog.KObj(pod), "podUID", pod.UID, "reason", res.Reason, "message", res.Message)
+	a.mu.Lock()
+	a.rejected[pod.UID] = true
+	a.mu.Unlock()
+	st := *pod.Status.DeepCopy()
+	st.Phase = v1.PodFailed
+	st.Reason = res.Reason
+	st.Message = res.Message
+	a.opts.Statuses.SetPodStatus(pod, st)
+	if a.opts.Recorder != nil {
+		a.opts.Recorder.Eventf(pod, v1.EventTypeWarning, res.Reason, "%s", res.Message)
+	}
+	return false
+}
+
+// Active lists the desired pods that hold node resources: not rejected,
+// known to the workers and not yet terminated, other than uid itself
+// (empty: every one).
+func (a *Admitter) Active(uid types.UID) []*v1.Pod {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []*v1.Pod
+	for _, p := range a.opts.Desired.Pods() {
+		if p.UID == uid || a.rejected[p.UID] {
+			continue
+		}
+		st, known := a.opts.Workers.State(p.UID)
+		if !known || st == podworker.StateTerminated {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Rejected tells whether the pod was rejected (and not forgotten since).
+func (a *Admitter) Rejected(uid types.UID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rejected[uid]
+}
+
+// Forget drops what is remembered about a pod that is gone.
+func (a *Admitter) Forget(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.rejected, uid)
+}

@@ -1,0 +1,166 @@
+package podlifecycle
+
+import (
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/heartlet/heartlet/internal/admission"
+	"github.com/heartlet/heartlet/internal/podworker"
+	"github.com/heartlet/heartlet/internal/sysctl"
+)
+
+// A pod with a sysctl the node does not allow fails with upstream's reason
+// SysctlForbidden (test/e2e/common/node/sysctl.go); allowedUnsafeSysctls
+// lets it in.
+func TestAdmitSysctls(t *testing.T) {
+	safeOnly, err := sysctl.NewAllowlist(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsafe, err := sysctl.NewAllowlist([]string{"kernel.msg*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		allow      *sysctl.Allowlist
+		sysctl     string
+		wantAdmit  bool
+		wantReason string
+		wantMsg    string
+	}{
+		{name: "safe", allow: safeOnly, sysctl: "kernel.shm_rmid_forced", wantAdmit: true},
+		{name: "unsafe", allow: safeOnly, sysctl: "kernel.msgmax", wantReason: "SysctlForbidden", wantMsg: `forbidden sysctl: "kernel.msgmax" not allowlisted`},
+		{name: "unsafe allowed", allow: unsafe, sysctl: "kernel.msgmax", wantAdmit: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			statuses := newFakeStatuses()
+			a := NewAdmitter(AdmitterOptions{
+				Predicates: []Predicate{SysctlPredicate(tc.allow), NodePredicate(110)},
+				Desired:    &fakeDesired{}, Workers: newFakeWorkers(), Statuses: statuses,
+			})
+			p := pod("u1")
+			p.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: tc.sysctl, Value: "1"}}}
+			if got := a.Admit(t.Context(), p); got != tc.wantAdmit {
+				t.Fatalf("Admit = %v, want %v", got, tc.wantAdmit)
+			}
+			if tc.wantAdmit {
+				return
+			}
+			st, ok := statuses.statuses[p.UID]
+			if !ok || st.Phase != v1.PodFailed || st.Reason != tc.wantReason || st.Message != tc.wantMsg {
+				t.Errorf("status = %s %s %q, want Failed %s %q", st.Phase, st.Reason, st.Message, tc.wantReason, tc.wantMsg)
+			}
+		})
+	}
+}
+
+// The predicates run in order and the first refusal decides; each sees
+// the node, the allocatable resources and the active pods.
+func TestAdmitPredicates(t *testing.T) {
+	node := &v1.Node{}
+	node.Name = "n"
+	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}
+	var calls []string
+	record := func(name string, admit bool) Predicate {
+		return func(a AdmitAttrs) admission.Result {
+			calls = append(calls, name)
+			if a.Node != node || !a.Allocatable.Cpu().Equal(resource.MustParse("1")) {
+				t.Errorf("predicate %s saw node %v allocatable %v", name, a.Node, a.Allocatable)
+			}
+			if admit {
+				return admission.Result{Admit: true}
+			}
+			return admission.Result{Reason: "Refused" + name, Message: name}
+		}
+	}
+	tests := []struct {
+		name       string
+		preds      []Predicate
+		wantAdmit  bool
+		wantCalls  []string
+		wantReason string
+	}{
+		{name: "none admits", wantAdmit: true},
+		{name: "all admit", preds: []Predicate{record("1", true), record("2", true)}, wantAdmit: true, wantCalls: []string{"1", "2"}},
+		{name: "first refusal decides", preds: []Predicate{record("1", true), record("2", false), record("3", false)}, wantCalls: []string{"1", "2"}, wantReason: "Refused2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			calls = nil
+			statuses := newFakeStatuses()
+			a := NewAdmitter(AdmitterOptions{
+				Predicates: tc.preds, Desired: &fakeDesired{}, Workers: newFakeWorkers(), Statuses: statuses,
+				Node: func() *v1.Node { return node }, Allocatable: func() v1.ResourceList { return alloc },
+			})
+			if got := a.Admit(t.Context(), pod("a")); got != tc.wantAdmit {
+				t.Fatalf("Admit = %v, want %v", got, tc.wantAdmit)
+			}
+			if !slices.Equal(calls, tc.wantCalls) {
+				t.Errorf("predicates called %q, want %q", calls, tc.wantCalls)
+			}
+			if st := statuses.statuses["a"]; st.Reason != tc.wantReason {
+				t.Errorf("reason = %q, want %q", st.Reason, tc.wantReason)
+			}
+		})
+	}
+}
+
+// Active pods are the desired ones admitted, known to the workers and not
+// terminated; a pod rejected earlier does not take the room of the next.
+func TestAdmitActive(t *testing.T) {
+	desired := &fakeDesired{pods: []*v1.Pod{pod("running"), pod("terminating"), pod("terminated"), pod("unknown"), pod("rejected"), pod("self")}}
+	workers := newFakeWorkers()
+	workers.set("running", podworker.StateSyncing)
+	workers.set("terminating", podworker.StateTerminating)
+	workers.set("terminated", podworker.StateTerminated)
+	workers.set("rejected", podworker.StateSyncing)
+	workers.set("self", podworker.StateSyncing)
+	var seen []types.UID
+	a := NewAdmitter(AdmitterOptions{
+		Predicates: []Predicate{
+			refuse("OutOfpods", "rejected"),
+			func(at AdmitAttrs) admission.Result {
+				seen = nil
+				for _, p := range at.Active {
+					seen = append(seen, p.UID)
+				}
+				return admission.Result{Admit: true}
+			},
+		},
+		Desired: desired, Workers: workers, Statuses: newFakeStatuses(),
+	})
+	if a.Admit(t.Context(), pod("rejected")) {
+		t.Fatal("rejected was admitted")
+	}
+	if !a.Admit(t.Context(), pod("self")) {
+		t.Fatal("self was refused")
+	}
+	if want := []types.UID{"running", "terminating"}; !slices.Equal(seen, want) {
+		t.Errorf("active = %v, want %v", seen, want)
+	}
+	a.Forget("rejected")
+	if got := a.Active(""); len(got) != 4 {
+		t.Errorf("after Forget active = %d pods, want 4 (running, terminating, rejected, self)", len(got))
+	}
+}
+
+// The node predicate refuses a pod over the pod capacity, as upstream.
+func TestNodePredicateMaxPods(t *testing.T) {
+	desired := &fakeDesired{pods: []*v1.Pod{pod("a")}}
+	workers := newFakeWorkers()
+	workers.set("a", podworker.StateSyncing)
+	statuses := newFakeStatuses()
+	a := NewAdmitter(AdmitterOptions{Predicates: []Predicate{NodePredicate(1)}, Desired: desired, Workers: workers, Statuses: statuses})
+	if a.Admit(t.Context(), pod("b")) {
+		t.Fatal("b admitted over a pod capacity of 1")
+	}
+	if st := statuses.statuses["b"]; st.Reason != admission.ReasonOutOfPods {
+		t.Errorf("reason = %q, want %q", st.Reason, admission.ReasonOutOfPods)
+	}
+}

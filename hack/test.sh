@@ -10,6 +10,10 @@
 #   HEARTLET_FUZZTIME  how long each fuzz target runs (default 300x: 300
 #                      executions)
 #   HEARTLET_SKIP_E2E  set to 1 to stop after the unit and fuzz tests
+#   HEARTLET_ONLY      e2e or integration: skip the static checks, unit and
+#                      fuzz tests and run only that stage against the
+#                      environment (with HEARTLET_E2E_RUN, one feature's
+#                      e2e tests)
 #   HEARTLET_SKIP_KUBE set to 1 to run the e2e tests without the control
 #                      plane of hack/kube.sh (the cluster tests then skip)
 #   HEARTLET_ARTIFACTS directory for the daemons' logs (default: a new
@@ -61,15 +65,17 @@ gofmt_check() {
 }
 
 stage setup hack/setup.sh test || finish
-stage gofmt gofmt_check
-# With the e2e tag the checks cover the end-to-end tests too.
-stage vet go vet -tags e2e ./...
-stage staticcheck staticcheck -tags e2e ./...
-# The setup installs systemd-analyze, so the unit files' check must not skip.
-stage unit env HEARTLET_REQUIRE_SYSTEMD_ANALYZE=1 go test -race ./...
-# Every fuzz target for 300 executions (mostly building: a few minutes); a
-# failing input lands in testdata/fuzz/ (docs/fuzzing.md).
-stage fuzz hack/fuzz.sh "${HEARTLET_FUZZTIME:-300x}"
+if [[ -z ${HEARTLET_ONLY:-} ]]; then
+	stage gofmt gofmt_check
+	# With the e2e tag the checks cover the end-to-end tests too.
+	stage vet go vet -tags e2e,integration ./...
+	stage staticcheck staticcheck -tags e2e,integration ./...
+	# The setup installs systemd-analyze, so the unit files' check must not skip.
+	stage unit env HEARTLET_REQUIRE_SYSTEMD_ANALYZE=1 go test -race ./...
+	# Every fuzz target for 300 executions (mostly building: a few minutes); a
+	# failing input lands in testdata/fuzz/ (docs/fuzzing.md).
+	stage fuzz hack/fuzz.sh "${HEARTLET_FUZZTIME:-300x}"
+fi
 
 if [[ ${HEARTLET_SKIP_E2E:-} == 1 ]]; then
 	finish
@@ -147,7 +153,7 @@ if stage env-start env_start &&
 	if [[ ${HEARTLET_SKIP_KUBE:-} != 1 ]]; then
 		stage kube-start kube_start || true
 	fi
-	stage e2e e2e
-	stage integration integration
+	[[ ${HEARTLET_ONLY:-} == integration ]] || stage e2e e2e
+	[[ ${HEARTLET_ONLY:-} == e2e ]] || stage integration integration
 fi
 # The EXIT trap stops the environment and prints the summary.

@@ -38,6 +38,7 @@ import (
 	"github.com/heartlet/heartlet/internal/nodestatus"
 	"github.com/heartlet/heartlet/internal/pleg"
 	"github.com/heartlet/heartlet/internal/podconfig"
+	"github.com/heartlet/heartlet/internal/podfields"
 	"github.com/heartlet/heartlet/internal/podlifecycle"
 	"github.com/heartlet/heartlet/internal/podsource/apiserver"
 	"github.com/heartlet/heartlet/internal/podsource/file"
@@ -132,6 +133,7 @@ type components struct {
 	syncer      *podsync.Syncer
 	sources     []string
 	mirrors     *mirrorPods
+	features    podfields.Features
 
 	// closers run when Run returns, last first.
 	closers []func()
@@ -256,6 +258,7 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 	}
 	a.buildSources(ctx, c, conn)
 	a.buildWorkers(ctx, c, conn)
+	c.features = runtimeFeatures(ctx, conn.rt)
 	if err := a.buildLifecycle(c); err != nil {
 		return nil, err
 	}
@@ -441,13 +444,16 @@ func (a *Agent) buildLifecycle(c *components) error {
 	if err != nil {
 		return fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
+	fieldsPred, fieldsWarn := podFieldsAdmission(c.features)
 	admOpts := podlifecycle.AdmitterOptions{
 		// Sysctls are checked before the node predicates, as upstream
 		// orders its admit handlers.
 		Predicates: []podlifecycle.Predicate{
 			podlifecycle.SysctlPredicate(allowSysctls),
+			fieldsPred,
 			podlifecycle.NodePredicate(maxPods(cfg)),
 		},
+		Warners:  []podlifecycle.Warner{fieldsWarn},
 		Desired:  c.desired,
 		Workers:  c.workers,
 		Statuses: c.statuses,

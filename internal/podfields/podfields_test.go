@@ -279,3 +279,23 @@ func TestDoc(t *testing.T) {
 		}
 	}
 }
+
+func TestAdmitAndWarning(t *testing.T) {
+	p := minimal()
+	if res := Admit(p, Features{}); !res.Admit {
+		t.Errorf("defaulted pod refused: %+v", res)
+	}
+	if msg, ok := Warning(p, Features{}); ok {
+		t.Errorf("defaulted pod warned: %s", msg)
+	}
+	p.Spec.HostUsers = ptr.To(false)
+	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: ptr.To(v1.SIGUSR1)}
+	res := Admit(p, Features{})
+	if res.Admit || res.Reason != Reason || !strings.Contains(res.Message, "spec.hostUsers (") {
+		t.Errorf("hostUsers: false: %+v", res)
+	}
+	msg, ok := Warning(p, Features{})
+	if !ok || !strings.Contains(msg, "spec.containers[app].lifecycle.stopSignal (") || strings.Contains(msg, "hostUsers") {
+		t.Errorf("warning %q %v", msg, ok)
+	}
+}

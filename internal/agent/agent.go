@@ -48,6 +48,7 @@ import (
 	"github.com/heartlet/heartlet/internal/probe"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
+	"github.com/heartlet/heartlet/internal/serviceenv"
 	"github.com/heartlet/heartlet/internal/status"
 	"github.com/heartlet/heartlet/internal/sysctl"
 	"github.com/heartlet/heartlet/internal/version"
@@ -134,6 +135,7 @@ type components struct {
 	sources     []string
 	mirrors     *mirrorPods
 	features    podfields.Features
+	serviceEnv  *serviceenv.Env // nil in standalone mode
 
 	// closers run when Run returns, last first.
 	closers []func()
@@ -415,7 +417,8 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 			Burst:       int(cfg.RegistryBurst),
 			Clock:       a.clock,
 		}),
-		CheckDisk: diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
+		CheckDisk:  diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
+		ServiceEnv: buildServiceEnv(c, cl),
 	}, rt, podsyncCgroups(c.cgroups), c.startup.Sink(c.statuses))
 	c.workers = podworker.New(c.syncer, a.clock, cfg.SyncFrequency.Duration)
 
@@ -548,6 +551,7 @@ func (c *components) run(ctx context.Context) error {
 		g.Go(func() error { return c.node.Run(ctx) })
 		g.Go(func() error { return c.apiPods.Run(ctx) })
 		g.Go(func() error { return c.statusSync.Run(ctx) })
+		g.Go(func() error { return c.serviceEnv.Run(ctx) })
 	}
 	g.Go(func() error { return c.dispatcher.Run(ctx, c.desired.Updates()) })
 	g.Go(func() error { return relay(ctx, c.pleg, c.workers) })

@@ -253,7 +253,7 @@ func TestMessage(t *testing.T) {
 	p := minimal()
 	p.Spec.HostUsers = ptr.To(false)
 	r, _ := Check(p, Features{})
-	if got := Message(r); !strings.HasPrefix(got, "spec.hostUsers (user namespaces are not supported") {
+	if got := Message(r); !strings.HasPrefix(got, "spec.hostUsers (heartlet does not set up user namespaces") {
 		t.Errorf("message %q", got)
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
 // The master Service every pod gets the variables of, as upstream.
@@ -83,9 +85,12 @@ func (e *Env) Run(ctx context.Context) error {
 }
 
 // ServiceEnv returns the Service variables of pod's containers, sorted by
-// name.
+// name. Before the Services were listed once, a pod from the API server
+// gets ErrNotSynced (so that it never misses KUBERNETES_SERVICE_HOST, which
+// in-cluster clients need), while a static pod gets what is known, as
+// upstream: the API server itself may be a static pod.
 func (e *Env) ServiceEnv(pod *v1.Pod) ([]v1.EnvVar, error) {
-	if !e.synced() {
+	if !e.synced() && !podconfig.IsStatic(pod) {
 		return nil, ErrNotSynced
 	}
 	svcs, err := e.lister.List(labels.Everything())

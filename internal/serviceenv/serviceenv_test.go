@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
+
+	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
 func svc(ns, name, ip string, ports ...v1.ServicePort) *v1.Service {
@@ -143,6 +145,12 @@ func TestServiceEnv(t *testing.T) {
 	e := NewFromLister(l, func() bool { return synced })
 	if _, err := e.ServiceEnv(pod); !errors.Is(err, ErrNotSynced) {
 		t.Fatalf("before sync: %v", err)
+	}
+	// A static pod does not wait: the API server may be one.
+	static := pod.DeepCopy()
+	static.Annotations = map[string]string{podconfig.AnnotationConfigSource: "file"}
+	if got, err := e.ServiceEnv(static); err != nil || len(got) != 15 {
+		t.Errorf("static pod before sync: %v, %v; want the 15 variables known", got, err)
 	}
 	synced = true
 	got, err := e.ServiceEnv(pod)

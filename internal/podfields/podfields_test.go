@@ -216,6 +216,9 @@ func TestCheck(t *testing.T) {
 		{name: "sidecar restartPolicy", change: func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "side", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways)}}
 		}},
+		{name: "init container restartPolicy Never", change: func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "init", RestartPolicy: ptr.To(v1.ContainerRestartPolicyNever)}}
+		}, warnings: []string{"spec.initContainers[init].restartPolicy"}},
 		{name: "app container restart rules", change: func(p *v1.Pod) {
 			p.Spec.Containers[0].RestartPolicy = ptr.To(v1.ContainerRestartPolicyNever)
 			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}

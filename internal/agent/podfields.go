@@ -24,7 +24,13 @@ func runtimeFeatures(ctx context.Context, rt statuser) podfields.Features {
 		klog.FromContext(ctx).Error(err, "Reading the runtime's features failed; assuming none")
 		return podfields.Features{}
 	}
-	return podfields.Features{SupplementalGroupsPolicy: st.GetFeatures().GetSupplementalGroupsPolicy()}
+	f := podfields.Features{SupplementalGroupsPolicy: st.GetFeatures().GetSupplementalGroupsPolicy()}
+	for _, h := range st.GetRuntimeHandlers() {
+		if h.GetName() == "" { // the default handler, which runs every pod
+			f.RecursiveReadOnlyMounts = h.GetFeatures().GetRecursiveReadOnlyMounts()
+		}
+	}
+	return f
 }
 
 // podFieldsAdmission refuses pods that use a pod field heartlet refuses,

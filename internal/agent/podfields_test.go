@@ -29,8 +29,19 @@ func TestRuntimeFeatures(t *testing.T) {
 		t.Error("a runtime without features (containerd 1.6) supports Strict")
 	}
 	st := &runtimeapi.StatusResponse{Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true}}
-	if got := runtimeFeatures(ctx, fakeStatuser{st: st}); !got.SupplementalGroupsPolicy {
-		t.Error("the reported feature is lost")
+	if got := runtimeFeatures(ctx, fakeStatuser{st: st}); !got.SupplementalGroupsPolicy || got.RecursiveReadOnlyMounts {
+		t.Errorf("features %+v, want SupplementalGroupsPolicy only", got)
+	}
+	st.RuntimeHandlers = []*runtimeapi.RuntimeHandler{
+		{Name: "kata", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true}},
+		{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{}},
+	}
+	if got := runtimeFeatures(ctx, fakeStatuser{st: st}); got.RecursiveReadOnlyMounts {
+		t.Error("another handler's recursive read-only mounts taken for the default handler's")
+	}
+	st.RuntimeHandlers[1].Features.RecursiveReadOnlyMounts = true
+	if got := runtimeFeatures(ctx, fakeStatuser{st: st}); !got.RecursiveReadOnlyMounts {
+		t.Error("the default handler's recursive read-only mounts are lost")
 	}
 }
 

@@ -53,6 +53,9 @@ type Features struct {
 	// SupplementalGroupsPolicy: the runtime applies
 	// supplementalGroupsPolicy: Strict (CRI Features).
 	SupplementalGroupsPolicy bool
+	// RecursiveReadOnlyMounts: the default runtime handler makes
+	// read-only mounts read-only recursively (CRI RuntimeHandlerFeatures).
+	RecursiveReadOnlyMounts bool
 }
 
 // Field is one field of the pod API.

@@ -216,6 +216,18 @@ func TestCheck(t *testing.T) {
 		{name: "sidecar restartPolicy", change: func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "side", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways)}}
 		}},
+		{name: "recursiveReadOnly Enabled without the feature", change: func(p *v1.Pod) {
+			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{
+				{Name: "a", RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyIfPossible)},
+				{Name: "b", RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyEnabled)},
+			}
+		}, refusals: []string{"spec.containers[app].volumeMounts[b].recursiveReadOnly"}},
+		{name: "recursiveReadOnly Enabled with the feature", feat: Features{RecursiveReadOnlyMounts: true}, change: func(p *v1.Pod) {
+			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "b", RecursiveReadOnly: ptr.To(v1.RecursiveReadOnlyEnabled)}}
+		}},
+		{name: "env fileKeyRef", change: func(p *v1.Pod) {
+			p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", Value: "x"}, {Name: "Y", ValueFrom: &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{Key: "k"}}}}
+		}, refusals: []string{"spec.containers[app].env[Y].valueFrom.fileKeyRef"}},
 		{name: "init container restartPolicy Never", change: func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "init", RestartPolicy: ptr.To(v1.ContainerRestartPolicyNever)}}
 		}, warnings: []string{"spec.initContainers[init].restartPolicy"}},

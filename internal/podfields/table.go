@@ -151,6 +151,12 @@ func container(prefix string, kind containerKind) []Field {
 		restart,
 		{Path: p + "restartPolicyRules", Support: NotYet, Note: "restart rules on exit codes are not applied yet; the restart policy applies"},
 		{Path: p + "volumeMounts", Support: Honoured, Note: "with subPath and subPathExpr opened safely"},
+		{Path: p + "volumeMounts[].recursiveReadOnly", Support: Refused,
+			Note: "Enabled needs a runtime that reports recursive read-only mounts; without it the mounts below the volume would stay writable",
+			Used: func(v reflect.Value, f Features) bool {
+				return v.Elem().String() == string(v1.RecursiveReadOnlyEnabled) && !f.RecursiveReadOnlyMounts
+			}},
+		{Path: p + "env[].valueFrom.fileKeyRef", Support: Refused, Note: "variables from env files are not supported: the variable would be missing"},
 		{Path: p + "volumeDevices", Support: Refused, Note: "raw block volumes are not supported: the device would be missing"},
 		{Path: p + "livenessProbe", Support: Honoured},
 		{Path: p + "readinessProbe", Support: Honoured},

@@ -124,7 +124,9 @@ func container(prefix string, kind containerKind) []Field {
 	p := prefix + "."
 	restart := Field{Path: p + "restartPolicy", Support: NotYet,
 		Note: "Always (a sidecar) is honoured; another policy of an init container's own is not applied yet: the pod's applies",
-		Used: func(v reflect.Value, _ Features) bool { return v.Elem().String() != string(v1.ContainerRestartPolicyAlways) }}
+		Used: func(v reflect.Value, _ Features) bool {
+			return v.Elem().String() != string(v1.ContainerRestartPolicyAlways)
+		}}
 	if kind != initContainer {
 		restart = Field{Path: p + "restartPolicy", Support: NotYet, Note: "a container's own restart policy is not applied yet; the pod's applies"}
 	}

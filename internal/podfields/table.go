@@ -67,7 +67,7 @@ func podSpec() []Field {
 		{Path: "spec.setHostnameAsFQDN", Support: Honoured},
 		{Path: "spec.os", Support: Honoured, Note: admitted},
 		{Path: "spec.hostUsers", Support: Refused,
-			Note: "heartlet does not set up user namespaces (nor does containerd 1.6 support them): the pod would run in the host user namespace",
+			Note: "heartlet does not set up user namespaces, nor does containerd 1.6 support them: the pod would run in the host user namespace",
 			Used: func(v reflect.Value, _ Features) bool { return !v.Elem().Bool() }},
 		{Path: "spec.schedulingGates", Support: Honoured, Note: scheduler},
 		{Path: "spec.resourceClaims", Support: Refused, Note: "dynamic resource allocation is not supported: the claimed devices would not be prepared"},

@@ -39,6 +39,7 @@ import (
 	"github.com/heartlet/heartlet/internal/pleg"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podlifecycle"
+	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podsource/apiserver"
 	"github.com/heartlet/heartlet/internal/podsource/file"
 	"github.com/heartlet/heartlet/internal/podstartup"
@@ -114,6 +115,7 @@ type components struct {
 	workers    *podworker.Workers
 	probes     *probe.Manager
 	volumes    *volume.Manager
+	resources  *podresources.Set
 	rotation   *logrotate.Manager
 	desired    *podconfig.Config
 	fileSource *file.Source
@@ -358,6 +360,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		NodeIPs:     conn.nodeIPs,
 		Allocatable: c.allocatable,
 	})
+	c.resources = newPodResources(c.cgroups, c.volumes, cfg.PodLogsDir, a.opts.RootDir)
 	startedAt := a.clock.Now()
 	c.probes = probe.NewManager(probe.Options{Exec: rt, Status: c.statuses, Recorder: probeRecorder(rec), Clock: a.clock,
 		PreviousStatus: func(pod *v1.Pod) (*v1.PodStatus, bool) {
@@ -392,7 +395,9 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		MachineMemory: machineMemory(),
 		Allocatable:   c.allocatable,
 		Clock:         a.clock,
-		Volumes:       c.volumes,
+		Resources:     c.resources,
+		Mounts:        c.volumes,
+		Env:           c.volumes,
 		Recorder:      rec,
 
 		DisableCPUQuota:           !cpuCFSQuota(cfg),
@@ -466,7 +471,7 @@ func (a *Agent) buildLifecycle(c *components) error {
 		Admitter:  adm,
 		Runtime:   c.pleg,
 		Remover:   c.syncer,
-		Resources: newPodResources(c.volumes, c.cgroups),
+		Resources: c.resources,
 		Loop:      c.syncLoop,
 		Clock:     a.clock,
 	}

@@ -32,7 +32,8 @@ func (f *fakeVolumes) MountsWithEnv(_ context.Context, _ *v1.Pod, c *v1.Containe
 	}
 	return out, nil
 }
-func (f *fakeVolumes) Forget(types.UID) {}
+func (f *fakeVolumes) Adopt(context.Context, *v1.Pod) error { return nil }
+func (f *fakeVolumes) PodDirs() ([]types.UID, error)        { return nil, nil }
 func (f *fakeVolumes) Cleanup(_ context.Context, uid types.UID) error {
 	f.cleaned = append(f.cleaned, uid)
 	return nil
@@ -77,7 +78,7 @@ func TestContainerEnvReferences(t *testing.T) {
 		"default/cfg":        {"color": "blue", "size": "L"},
 		"default/secret-pwd": {"password": "s3cret"},
 	}}
-	h.syncer.opts.Volumes = vols
+	h.useVolumes(vols)
 	h.syncer.opts.Allocatable = func() v1.ResourceList {
 		return v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}
 	}
@@ -113,7 +114,7 @@ func TestContainerEnvReferences(t *testing.T) {
 func TestMissingConfigMapKeyIsCreateContainerConfigError(t *testing.T) {
 	h := newHarness(t)
 	vols := &fakeVolumes{}
-	h.syncer.opts.Volumes = vols
+	h.useVolumes(vols)
 	pod := testPod(v1.RestartPolicyAlways, nil, "c")
 	pod.Spec.Containers[0].Image = "busybox:1.35"
 	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "gone"}, Key: "k"}}}}
@@ -132,7 +133,7 @@ func TestMissingConfigMapKeyIsCreateContainerConfigError(t *testing.T) {
 func TestVolumesPreparedAndMounted(t *testing.T) {
 	h := newHarness(t)
 	vols := &fakeVolumes{}
-	h.syncer.opts.Volumes = vols
+	h.useVolumes(vols)
 	pod := testPod(v1.RestartPolicyAlways, nil, "c")
 	pod.Spec.Containers[0].Image = "busybox:1.35"
 	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}

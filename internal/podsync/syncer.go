@@ -8,14 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
@@ -24,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/metrics"
+	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/status"
@@ -52,22 +51,41 @@ type Runtime interface {
 	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (runtime.ExecResult, error)
 }
 
-// Cgroups manages pod-level cgroups. Nil disables them (cgroupsPerQOS off).
+// Cgroups names pod-level cgroups. Nil disables them (cgroupsPerQOS off).
+// Creating and removing them is a resource handler's (see Resources).
 type Cgroups interface {
 	PodCgroupParent(pod *v1.Pod) string
-	EnsurePod(ctx context.Context, pod *v1.Pod) error
-	RemovePod(ctx context.Context, uid types.UID) error
 }
 
-// Volumes prepares and cleans up a pod's volumes and resolves the API
-// objects its environment references.
-type Volumes interface {
+// Resources are a pod's resources on the node outside the runtime
+// (podresources.Set): the one path by which they are set up and removed.
+//
+// Contract: Prepare is idempotent and runs before anything of the pod is
+// created in the runtime; its error stops the sync (a
+// *podresources.HandlerError names the handler). Reconstruct adopts, for a
+// pod found running after a restart, what exists without creating or
+// removing anything. Release gives back what a terminated pod no longer
+// needs; Cleanup removes everything once the pod is removed. Release and
+// Cleanup are idempotent, safe without Prepare, and go on after an error.
+type Resources interface {
 	Prepare(ctx context.Context, pod *v1.Pod) error
-	MountsWithEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error)
-	Forget(uid types.UID)
+	Reconstruct(ctx context.Context, pod *v1.Pod) error
+	Release(ctx context.Context, pod *v1.Pod) error
 	Cleanup(ctx context.Context, uid types.UID) error
-	ConfigMapValue(ctx context.Context, namespace, name, key string, optional bool) (string, bool, error)
-	SecretValue(ctx context.Context, namespace, name, key string, optional bool) (string, bool, error)
+}
+
+// VolumeMounts tells the runtime what to mount of a pod's prepared volumes
+// into one container (volume.Manager).
+type VolumeMounts interface {
+	MountsWithEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error)
+}
+
+// EnvValues resolves the ConfigMap and Secret values a container's
+// environment references (volume.Manager). A missing optional object or
+// key is found=false (Value) or empty data, not an error.
+type EnvValues interface {
+	ConfigMapValue(ctx context.Context, namespace, name, key string, optional bool) (value string, found bool, err error)
+	SecretValue(ctx context.Context, namespace, name, key string, optional bool) (value string, found bool, err error)
 	ConfigMapData(ctx context.Context, namespace, name string, optional bool) (map[string]string, error)
 	SecretData(ctx context.Context, namespace, name string, optional bool) (map[string]string, error)
 }
@@ -99,8 +117,15 @@ type Options struct {
 	// resourceFieldRef values of containers without a limit. May be nil.
 	Allocatable func() v1.ResourceList
 	Clock       clock.Clock
-	// Volumes serves pod volumes; nil means pods may have none.
-	Volumes Volumes
+	// Resources prepares and removes the pod's resources on the node (pod
+	// cgroup, log directory, volumes, container files); nil manages none.
+	Resources Resources
+	// Mounts gives the volume mounts of containers; nil means pods may
+	// have no volumes.
+	Mounts VolumeMounts
+	// Env resolves ConfigMap and Secret references of env and envFrom;
+	// nil (standalone mode) refuses them.
+	Env EnvValues
 	// Recorder records events; nil records none.
 	Recorder Recorder
 	// DisableCPUQuota leaves container cpu limits without a CFS quota
@@ -269,17 +294,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		return podworker.SyncResult{Terminal: true}, nil
 	}
 
-	if s.cgroups != nil {
-		if err := s.cgroups.EnsurePod(ctx, pod); err != nil {
-			return podworker.SyncResult{}, fmt.Errorf("create pod cgroup: %w", err)
-		}
-	}
-	if err := os.MkdirAll(podLogDir(s.opts.PodLogsDir, pod), 0o755); err != nil {
-		return podworker.SyncResult{}, fmt.Errorf("create pod log directory: %w", err)
-	}
-
-	if err := s.prepareVolumes(ctx, pod); err != nil {
-		s.reportStatus(ctx, pod, waitingFor, false)
+	if err := s.prepareResources(ctx, pod, waitingFor); err != nil {
 		return podworker.SyncResult{}, err
 	}
 
@@ -502,6 +517,14 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, gracePerio
 	if err != nil {
 		return fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
 	}
+	if r := s.opts.Resources; r != nil && len(rs.Containers) > 0 {
+		// A pod found running after a restart of heartlet is stopped
+		// without having been prepared by this process: adopt its
+		// resources (volumes refreshed during the grace period).
+		if err := r.Reconstruct(ctx, pod); err != nil {
+			logger.Error(err, "Failed to adopt the pod's resources")
+		}
+	}
 	grace := time.Duration(gracePeriodSeconds) * time.Second
 	if err := s.killPod(ctx, pod, rs, grace); err != nil {
 		return err
@@ -584,30 +607,24 @@ func (s *Syncer) stopContainers(ctx context.Context, pod *v1.Pod, cs []*runtime.
 }
 
 // SyncTerminatedPod releases what the pod held on the node once nothing
-// of it runs: its volumes and its pod cgroup.
+// of it runs (its volumes, before the pod object may be deleted, as
+// upstream, and its pod cgroup); its logs and container files stay until
+// RemovePod.
 func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod) error {
 	// A terminated pod never starts a container again.
 	s.forgetPod(pod.UID)
-	if s.opts.Volumes != nil {
-		// Nothing runs any more: unmount and remove the volumes before the
-		// pod object may be deleted, as upstream.
-		s.opts.Volumes.Forget(pod.UID)
-		if err := s.opts.Volumes.Cleanup(ctx, pod.UID); err != nil {
-			return fmt.Errorf("clean up pod volumes: %w", err)
-		}
-	}
-	if s.cgroups == nil {
+	if s.opts.Resources == nil {
 		return nil
 	}
-	if err := s.cgroups.RemovePod(ctx, pod.UID); err != nil {
-		return fmt.Errorf("remove pod cgroup: %w", err)
+	if err := s.opts.Resources.Release(ctx, pod); err != nil {
+		return fmt.Errorf("release pod resources: %w", err)
 	}
 	return nil
 }
 
 // RemovePod deletes every container and sandbox of a pod that is no
-// longer wanted and has stopped, with its log directory and cgroup. It is
-// idempotent.
+// longer wanted and has stopped, then every resource it held on the node
+// (container files, volumes, log directory, cgroup). It is idempotent.
 func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
 	s.forgetPod(uid)
 	rs, err := s.rt.GetPodStatus(ctx, uid)
@@ -627,24 +644,12 @@ func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
 			return fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err)
 		}
 	}
-	if rs.Name != "" {
-		dir := podLogDir(s.opts.PodLogsDir, &v1.Pod{ObjectMeta: metaOf(rs)})
-		if err := os.RemoveAll(dir); err != nil {
-			return fmt.Errorf("remove pod log directory: %w", err)
-		}
+	s.forgetTerminationMessages(uid)
+	if s.opts.Resources == nil {
+		return nil
 	}
-	if s.cgroups != nil {
-		if err := s.cgroups.RemovePod(ctx, uid); err != nil {
-			return fmt.Errorf("remove pod cgroup: %w", err)
-		}
-	}
-	if s.opts.Volumes != nil {
-		if err := s.opts.Volumes.Cleanup(ctx, uid); err != nil {
-			return fmt.Errorf("clean up pod volumes: %w", err)
-		}
-	}
-	if err := s.removeContainerFiles(uid); err != nil {
-		return err
+	if err := s.opts.Resources.Cleanup(ctx, uid); err != nil {
+		return fmt.Errorf("clean up pod resources: %w", err)
 	}
 	return nil
 }
@@ -659,20 +664,25 @@ func (s *Syncer) forgetPod(uid types.UID) {
 	s.mu.Unlock()
 }
 
-// prepareVolumes sets up the pod's volumes; a failure is reported as a
-// FailedMount event and leaves the containers waiting.
-func (s *Syncer) prepareVolumes(ctx context.Context, pod *v1.Pod) error {
-	if len(pod.Spec.Volumes) == 0 {
-		return nil
-	}
-	if s.opts.Volumes == nil {
+// prepareResources sets up the pod's resources on the node in order. A
+// failure of its volumes is reported as a FailedMount event and leaves the
+// containers waiting.
+func (s *Syncer) prepareResources(ctx context.Context, pod *v1.Pod, w map[string]waiting) error {
+	if len(pod.Spec.Volumes) > 0 && s.opts.Mounts == nil {
 		return fmt.Errorf("pod %s has volumes but no volume manager is configured", klog.KObj(pod))
 	}
-	if err := s.opts.Volumes.Prepare(ctx, pod); err != nil {
-		s.event(pod, v1.EventTypeWarning, "FailedMount", "%v", err)
-		return fmt.Errorf("prepare volumes: %w", err)
+	if s.opts.Resources == nil {
+		return nil
 	}
-	return nil
+	err := s.opts.Resources.Prepare(ctx, pod)
+	if err == nil {
+		return nil
+	}
+	if he := (*podresources.HandlerError)(nil); errors.As(err, &he) && he.Handler == podresources.NameVolumes {
+		s.event(pod, v1.EventTypeWarning, "FailedMount", "%v", he.Err)
+		s.reportStatus(ctx, pod, w, false)
+	}
+	return fmt.Errorf("prepare pod resources: %w", err)
 }
 
 // event records an event about pod when a recorder is configured.
@@ -734,9 +744,4 @@ func gracePeriod(pod *v1.Pod) time.Duration {
 		secs = *pod.Spec.TerminationGracePeriodSeconds
 	}
 	return time.Duration(secs) * time.Second
-}
-
-// metaOf rebuilds the identity of a pod from the runtime's labels.
-func metaOf(rs *runtime.PodStatus) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: rs.Name, Namespace: rs.Namespace, UID: rs.UID}
 }

@@ -27,10 +27,8 @@ type logDir struct{ root string }
 func (logDir) Name() string { return podresources.NameLogs }
 
 func (h logDir) Prepare(_ context.Context, pod *v1.Pod) error {
-	if err := os.MkdirAll(podLogDir(h.root, pod), 0o755); err != nil {
-		return fmt.Errorf("create pod log directory: %w", err)
-	}
-	return nil
+	// The Set names the handler; the error names the path.
+	return os.MkdirAll(podLogDir(h.root, pod), 0o755)
 }
 
 // Reconstruct has nothing to adopt: the directory is found by its name.
@@ -48,7 +46,7 @@ func (h logDir) Cleanup(_ context.Context, uid types.UID) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("list pod log directories: %w", err)
+		return fmt.Errorf("list %s: %w", h.root, err)
 	}
 	for _, e := range entries {
 		prefix, ok := strings.CutSuffix(e.Name(), "_"+string(uid))
@@ -56,7 +54,7 @@ func (h logDir) Cleanup(_ context.Context, uid types.UID) error {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(h.root, e.Name())); err != nil {
-			return fmt.Errorf("remove pod log directory: %w", err)
+			return err
 		}
 	}
 	return nil

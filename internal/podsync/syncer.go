@@ -518,9 +518,10 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, gracePerio
 		return fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
 	}
 	if r := s.opts.Resources; r != nil && len(rs.Containers) > 0 {
-		// A pod found running after a restart of heartlet is stopped
-		// without having been prepared by this process: adopt its
-		// resources (volumes refreshed during the grace period).
+		// A pod found running after a restart of heartlet may be stopped
+		// without ever being prepared by this process: adopt its
+		// resources (its volumes stay refreshed during the grace period).
+		// For a pod prepared here this changes nothing.
 		if err := r.Reconstruct(ctx, pod); err != nil {
 			logger.Error(err, "Failed to adopt the pod's resources")
 		}
@@ -669,6 +670,7 @@ func (s *Syncer) forgetPod(uid types.UID) {
 // containers waiting.
 func (s *Syncer) prepareResources(ctx context.Context, pod *v1.Pod, w map[string]waiting) error {
 	if len(pod.Spec.Volumes) > 0 && s.opts.Mounts == nil {
+		s.reportStatus(ctx, pod, w, false)
 		return fmt.Errorf("pod %s has volumes but no volume manager is configured", klog.KObj(pod))
 	}
 	if s.opts.Resources == nil {

@@ -18,11 +18,13 @@ const (
 // CgroupManager creates and removes pod cgroups (cgroups.Manager).
 //
 // Contract: EnsurePod creates the pod's cgroup and applies its limits, and
-// is idempotent; RemovePod kills nothing, fails while a process is left and
+// is idempotent; AdoptPod records a pod whose cgroup exists (its share of
+// its QoS class) without creating or writing the pod's cgroup; RemovePod kills nothing, fails while a process is left and
 // succeeds for a pod without a cgroup; ListPods lists the UIDs of every pod
 // cgroup.
 type CgroupManager interface {
 	EnsurePod(ctx context.Context, pod *v1.Pod) error
+	AdoptPod(ctx context.Context, pod *v1.Pod) error
 	RemovePod(ctx context.Context, uid types.UID) error
 	ListPods(ctx context.Context) ([]types.UID, error)
 }
@@ -46,9 +48,10 @@ func (podCgroup) Name() string { return NamePodCgroup }
 
 func (h podCgroup) Prepare(ctx context.Context, pod *v1.Pod) error { return h.cg.EnsurePod(ctx, pod) }
 
-// Reconstruct has nothing to adopt: the cgroup is found by its path, and
-// the next Prepare applies the pod's limits as they are.
-func (podCgroup) Reconstruct(context.Context, *v1.Pod) error { return nil }
+// Reconstruct counts an existing pod cgroup in its QoS class again.
+func (h podCgroup) Reconstruct(ctx context.Context, pod *v1.Pod) error {
+	return h.cg.AdoptPod(ctx, pod)
+}
 
 // Release removes the cgroup once the pod has terminated.
 func (h podCgroup) Release(ctx context.Context, pod *v1.Pod) error {

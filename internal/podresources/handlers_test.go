@@ -22,6 +22,10 @@ func (f *fakeCgroups) EnsurePod(_ context.Context, pod *v1.Pod) error {
 	f.calls = append(f.calls, "ensure "+string(pod.UID))
 	return nil
 }
+func (f *fakeCgroups) AdoptPod(_ context.Context, pod *v1.Pod) error {
+	f.calls = append(f.calls, "adopt "+string(pod.UID))
+	return nil
+}
 func (f *fakeCgroups) RemovePod(_ context.Context, uid types.UID) error {
 	f.calls = append(f.calls, "remove "+string(uid))
 	if f.busy {
@@ -53,8 +57,8 @@ func TestPodCgroupHandler(t *testing.T) {
 	if err := h.Cleanup(ctx, "u"); err != nil {
 		t.Fatal(err)
 	}
-	// Reconstruct neither creates nor removes a cgroup.
-	if want := []string{"ensure u", "remove u", "remove u"}; !slices.Equal(cg.calls, want) {
+	// Reconstruct adopts: it neither creates nor removes a cgroup.
+	if want := []string{"ensure u", "adopt u", "remove u", "remove u"}; !slices.Equal(cg.calls, want) {
 		t.Errorf("calls %q, want %q", cg.calls, want)
 	}
 	if uids, err := h.(Lister).List(ctx); err != nil || !slices.Equal(uids, []types.UID{"a"}) {

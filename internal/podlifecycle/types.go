@@ -105,7 +105,8 @@ type PodRemover interface {
 }
 
 // ResourceCleaner releases the node resources of pods (pod directories and
-// volumes, pod cgroups, ...) outside the runtime.
+// volumes, pod cgroups, ...) outside the runtime (podresources.Set, the
+// same handler list the pod syncer uses).
 //
 // Contract: PodsWithResources lists the UIDs that hold any resource; when
 // some kind of resource cannot be listed it returns those it could list

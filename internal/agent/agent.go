@@ -38,6 +38,7 @@ import (
 	"github.com/heartlet/heartlet/internal/nodestatus"
 	"github.com/heartlet/heartlet/internal/pleg"
 	"github.com/heartlet/heartlet/internal/podconfig"
+	"github.com/heartlet/heartlet/internal/podfields"
 	"github.com/heartlet/heartlet/internal/podlifecycle"
 	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podsource/apiserver"
@@ -48,6 +49,7 @@ import (
 	"github.com/heartlet/heartlet/internal/probe"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
+	"github.com/heartlet/heartlet/internal/serviceenv"
 	"github.com/heartlet/heartlet/internal/status"
 	"github.com/heartlet/heartlet/internal/sysctl"
 	"github.com/heartlet/heartlet/internal/version"
@@ -134,6 +136,8 @@ type components struct {
 	syncer      *podsync.Syncer
 	sources     []string
 	mirrors     *mirrorPods
+	features    podfields.Features
+	serviceEnv  *serviceenv.Env // nil in standalone mode
 
 	// closers run when Run returns, last first.
 	closers []func()
@@ -258,6 +262,7 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 	}
 	a.buildSources(ctx, c, conn)
 	a.buildWorkers(ctx, c, conn)
+	c.features = runtimeFeatures(ctx, conn.rt)
 	if err := a.buildLifecycle(c); err != nil {
 		return nil, err
 	}
@@ -417,7 +422,8 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 			Burst:       int(cfg.RegistryBurst),
 			Clock:       a.clock,
 		}),
-		CheckDisk: diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
+		CheckDisk:  diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
+		ServiceEnv: buildServiceEnv(c, cl),
 	}, rt, podsyncCgroups(c.cgroups), c.startup.Sink(c.statuses))
 	c.workers = podworker.New(c.syncer, a.clock, cfg.SyncFrequency.Duration)
 
@@ -446,13 +452,16 @@ func (a *Agent) buildLifecycle(c *components) error {
 	if err != nil {
 		return fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
+	fieldsPred, fieldsWarn := podFieldsAdmission(c.features)
 	admOpts := podlifecycle.AdmitterOptions{
 		// Sysctls are checked before the node predicates, as upstream
 		// orders its admit handlers.
 		Predicates: []podlifecycle.Predicate{
 			podlifecycle.SysctlPredicate(allowSysctls),
+			fieldsPred,
 			podlifecycle.NodePredicate(maxPods(cfg)),
 		},
+		Warners:  []podlifecycle.Warner{fieldsWarn},
 		Desired:  c.desired,
 		Workers:  c.workers,
 		Statuses: c.statuses,
@@ -547,6 +556,7 @@ func (c *components) run(ctx context.Context) error {
 		g.Go(func() error { return c.node.Run(ctx) })
 		g.Go(func() error { return c.apiPods.Run(ctx) })
 		g.Go(func() error { return c.statusSync.Run(ctx) })
+		g.Go(func() error { return c.serviceEnv.Run(ctx) })
 	}
 	g.Go(func() error { return c.dispatcher.Run(ctx, c.desired.Updates()) })
 	g.Go(func() error { return relay(ctx, c.pleg, c.workers) })

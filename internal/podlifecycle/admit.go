@@ -46,14 +46,28 @@ func NodePredicate(maxPods int) Predicate {
 	}
 }
 
+// Warning is something about an admitted pod its owner should know: a
+// Warning event on the pod.
+type Warning struct {
+	Reason  string
+	Message string
+}
+
+// Warner lists the warnings about a pod that is admitted. It must be a
+// pure function of its attributes (and of what it was built with) and
+// safe for concurrent use.
+type Warner func(AdmitAttrs) []Warning
+
 // AdmitterOptions are what an Admitter reads and reports to.
 type AdmitterOptions struct {
 	// Predicates are checked in order; the first that refuses decides.
 	// Upstream's order puts the sysctl check before the node predicates.
 	Predicates []Predicate
-	Desired    Desired
-	Workers    Workers
-	Statuses   Statuses
+	// Warners are asked, in order, about a pod the predicates admit.
+	Warners  []Warner
+	Desired  Desired
+	Workers  Workers
+	Statuses Statuses
 	// Recorder may be nil.
 	Recorder Recorder
 	// Node and Allocatable may be nil (standalone mode).
@@ -95,6 +109,7 @@ func (a *Admitter) Admit(ctx context.Context, pod *v1.Pod) bool {
 		}
 	}
 	if res.Admit {
+		a.warn(ctx, attrs)
 		return true
 	}
 	klog.FromContext(ctx).Info("Pod rejected by admission", "pod", klog.KObj(pod), "podUID", pod.UID, "reason", res.Reason, "message", res.Message)
@@ -110,6 +125,18 @@ func (a *Admitter) Admit(ctx context.Context, pod *v1.Pod) bool {
 		a.opts.Recorder.Eventf(pod, v1.EventTypeWarning, res.Reason, "%s", res.Message)
 	}
 	return false
+}
+
+// warn records the warnings about an admitted pod as events (and logs).
+func (a *Admitter) warn(ctx context.Context, attrs AdmitAttrs) {
+	for _, w := range a.opts.Warners {
+		for _, ws := range w(attrs) {
+			klog.FromContext(ctx).Info("Pod admitted with a warning", "pod", klog.KObj(attrs.Pod), "podUID", attrs.Pod.UID, "reason", ws.Reason, "message", ws.Message)
+			if a.opts.Recorder != nil {
+				a.opts.Recorder.Eventf(attrs.Pod, v1.EventTypeWarning, ws.Reason, "%s", ws.Message)
+			}
+		}
+	}
 }
 
 // Active lists the desired pods that hold node resources: not rejected,

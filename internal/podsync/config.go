@@ -328,9 +328,29 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 
 // containerEnv resolves the container's environment as upstream: envFrom
 // sources first (with their prefix), then env entries in order; each
-// value may reference variables defined before it with $(NAME).
+// value may reference variables defined before it with $(NAME), or a
+// Service variable; last the Service variables the container does not
+// define itself.
 func (s *Syncer) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, error) {
+	var svcEnv []v1.EnvVar
+	if s.opts.ServiceEnv != nil {
+		var err error
+		if svcEnv, err = s.opts.ServiceEnv.ServiceEnv(pod); err != nil {
+			return nil, fmt.Errorf("service environment variables: %w", err)
+		}
+	}
+	services := make(map[string]string, len(svcEnv))
+	for _, e := range svcEnv {
+		services[e.Name] = e.Value
+	}
 	defined := map[string]string{}
+	lookup := func(name string) (string, bool) {
+		if v, ok := defined[name]; ok {
+			return v, true
+		}
+		v, ok := services[name]
+		return v, ok
+	}
 	var out []*runtimeapi.KeyValue
 	index := map[string]int{}
 	set := func(k, v string) {
@@ -358,7 +378,7 @@ func (s *Syncer) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expansion.Expand(e.Value, expansion.MapLookup(defined)))
+			set(e.Name, expansion.Expand(e.Value, lookup))
 			continue
 		}
 		v, ok, err := s.valueFrom(ctx, pod, c, e.ValueFrom, podIPs)
@@ -367,6 +387,11 @@ func (s *Syncer) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		}
 		if ok {
 			set(e.Name, v)
+		}
+	}
+	for _, e := range svcEnv {
+		if _, ok := defined[e.Name]; !ok {
+			set(e.Name, e.Value)
 		}
 	}
 	return out, nil

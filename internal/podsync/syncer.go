@@ -167,6 +167,20 @@ type Options struct {
 	// instead of running without logs or files. Running pods are left
 	// alone. nil checks nothing.
 	CheckDisk func() error
+	// ServiceEnv gives the Service environment variables of a pod's
+	// containers; nil gives none (standalone mode).
+	ServiceEnv ServiceEnv
+}
+
+// ServiceEnv gives the Service environment variables of a pod's
+// containers (serviceenv.Env): those of the Services of its namespace
+// unless enableServiceLinks is false, and of the master Service.
+//
+// Contract: safe for concurrent use; it never blocks on the API. An error
+// means the Services are not known yet: the container is not created and
+// the pod's next sync tries again.
+type ServiceEnv interface {
+	ServiceEnv(pod *v1.Pod) ([]v1.EnvVar, error)
 }
 
 // ImagePuller pulls images under node-wide limits. PullImage may wait for

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,9 @@ type Options struct {
 	// worker.initialFor): for a static pod, its mirror pod's status. nil,
 	// or false from it, uses pod.Status.
 	PreviousStatus func(pod *v1.Pod) (*v1.PodStatus, bool)
+	// Rand returns a number in [0, 1) for the workers' initial jitter;
+	// math/rand's when nil.
+	Rand func() float64
 }
 
 // previousStatus is the pod's status as the API last had it.
@@ -84,6 +88,9 @@ func NewManager(opts Options) *Manager {
 	clk := opts.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
 	}
 	return &Manager{
 		opts:    opts,
@@ -231,6 +238,15 @@ func (m *Manager) set(ctx context.Context, w *worker, containerID string, r Resu
 	key := resultKey{containerID, w.kind}
 	old, ok := m.results[key]
 	m.results[key] = r
+	if w.kind == Startup && r == Success {
+		// As upstream: once started, the container's liveness and
+		// readiness are probed at once, not a period later.
+		for _, kind := range []Kind{Liveness, Readiness} {
+			if o, ok := m.workers[workerKey{w.getPod().UID, w.container.Name, kind}]; ok {
+				o.triggerProbe()
+			}
+		}
+	}
 	m.mu.Unlock()
 	if ok && old == r {
 		return

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/metrics"
 )
@@ -20,6 +21,8 @@ type worker struct {
 	spec      *v1.Probe
 	stopCh    chan struct{}
 	stopOnce  sync.Once
+	// trigger asks for a probe round now (one pending at most).
+	trigger chan struct{}
 
 	podMu sync.Mutex
 	pod   *v1.Pod
@@ -44,6 +47,7 @@ func newWorker(m *Manager, pod *v1.Pod, c *v1.Container, kind Kind) *worker {
 		kind:      kind,
 		spec:      withDefaults(probeOf(c, kind)),
 		stopCh:    make(chan struct{}),
+		trigger:   make(chan struct{}, 1),
 	}
 	switch kind {
 	case Readiness:
@@ -79,6 +83,14 @@ func (w *worker) stop() {
 	w.stopOnce.Do(func() { close(w.stopCh) })
 }
 
+// triggerProbe asks for a probe round now; it never blocks.
+func (w *worker) triggerProbe() {
+	select {
+	case w.trigger <- struct{}{}:
+	default:
+	}
+}
+
 func (w *worker) setPod(pod *v1.Pod) {
 	w.podMu.Lock()
 	defer w.podMu.Unlock()
@@ -96,20 +108,43 @@ func (w *worker) logger(ctx context.Context) klog.Logger {
 	return klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID, "container", w.container.Name, "probeType", w.kind)
 }
 
-// run probes at once, then every period, until stopped or the container
-// is gone for good. Its results and metric series go with it.
+// run probes at once (after a random part of the period when heartlet
+// started less than a period ago, as upstream, so that the workers of a
+// restarted heartlet do not all probe together), then every period and
+// when triggered, until stopped or the container is gone for good. Its
+// results and metric series go with it.
 func (w *worker) run(ctx context.Context) {
 	defer w.m.wg.Done()
 	ctx = klog.NewContext(ctx, w.logger(ctx))
-	t := w.m.clock.NewTicker(time.Duration(w.spec.PeriodSeconds) * time.Second)
+	period := time.Duration(w.spec.PeriodSeconds) * time.Second
+	var t clock.Ticker
 	defer func() {
-		t.Stop()
+		if t != nil {
+			t.Stop()
+		}
 		if w.containerID != "" {
 			w.m.remove(w.containerID, w.kind)
 		}
 		w.deleteMetrics()
 		w.m.workerDone(w)
 	}()
+	if period > w.m.clock.Since(w.m.started) {
+		if d := time.Duration(w.m.opts.Rand() * float64(period)); d > 0 {
+			jitter := w.m.clock.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				jitter.Stop()
+				return
+			case <-w.stopCh:
+				jitter.Stop()
+				return
+			case <-w.trigger:
+				jitter.Stop()
+			case <-jitter.C():
+			}
+		}
+	}
+	t = w.m.clock.NewTicker(period)
 	for {
 		keep := w.doProbe(ctx)
 		if w.m.afterProbe != nil {
@@ -123,6 +158,7 @@ func (w *worker) run(ctx context.Context) {
 			return
 		case <-w.stopCh:
 			return
+		case <-w.trigger:
 		case <-t.C():
 		}
 	}

@@ -413,6 +413,8 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 			Clock:       a.clock,
 		}),
 		CheckDisk: diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
+
+		RuntimeClasses: runtimeClasses(cl),
 	}, rt, podsyncCgroups(c.cgroups), c.startup.Sink(c.statuses))
 	c.workers = podworker.New(c.syncer, a.clock, cfg.SyncFrequency.Duration)
 

@@ -142,6 +142,10 @@ type Options struct {
 	// instead of running without logs or files. Running pods are left
 	// alone. nil checks nothing.
 	CheckDisk func() error
+	// RuntimeClasses resolves spec.runtimeClassName to the CRI runtime
+	// handler of the pod's sandbox (RuntimeHandler for pods that name
+	// none); nil (standalone) refuses pods that name a RuntimeClass.
+	RuntimeClasses RuntimeClassGetter
 }
 
 // ImagePuller pulls images under node-wide limits. PullImage may wait for
@@ -305,7 +309,13 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	if acts.createSandbox {
 		logger.V(2).Info("Creating pod sandbox", "attempt", acts.sandboxAttempt)
 		metrics.StartedPods.Inc()
-		sandboxID, err = s.rt.RunPodSandbox(ctx, sbCfg, s.opts.RuntimeHandler)
+		handler, err := s.runtimeHandler(ctx, pod)
+		if err == nil {
+			if handler != "" {
+				logger.V(2).Info("Running pod with runtime handler", "runtimeHandler", handler)
+			}
+			sandboxID, err = s.rt.RunPodSandbox(ctx, sbCfg, handler)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				// Not a failure when the pod was killed meanwhile, as

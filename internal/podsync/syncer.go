@@ -348,8 +348,11 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	var errs []error
 	for _, st := range acts.start {
 		typ := metrics.ContainerTypeContainer
-		if st.init {
+		switch {
+		case st.init:
 			typ = metrics.ContainerTypeInit
+		case st.ephemeral:
+			typ = metrics.ContainerTypeEphemeral
 		}
 		metrics.StartedContainers.WithLabelValues(typ).Inc()
 		if reason, msg, err := s.startContainer(ctx, pod, st, sandboxID, sbCfg, podIPs); err != nil {
@@ -397,11 +400,16 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 	if st.backoffKey != "" {
 		s.crash.next(pod.UID, st.backoffKey, st.finishedAt)
 	}
+	if st.targetErr != "" {
+		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", st.targetErr)
+		return ReasonCreateContainerConfigError, st.targetErr, fmt.Errorf("configure container %s: %s", c.Name, st.targetErr)
+	}
 	cfg, err := s.containerConfig(ctx, pod, c, st.init, st.restartCount, image, podIPs)
 	if err != nil {
 		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return ReasonCreateContainerConfigError, err.Error(), fmt.Errorf("configure container %s: %w", c.Name, err)
 	}
+	targetPIDNamespace(cfg, st.targetID)
 	id, err := s.rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
 	if err != nil {
 		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)

@@ -65,6 +65,14 @@ func TestClusterEphemeralContainer(t *testing.T) {
 		return strings.Contains(out, "debugger-started"), "logs: " + out
 	})
 
+	// kubectl debug -i attaches to the new container's output (attach
+	// through the kubelet API) until it exits.
+	out = mustKubectl(t, "debug", "-i", "-n", "default", name, "-c", "dbg-attach", "--image="+busyboxImage,
+		"--", "sh", "-c", "sleep 3; echo attached-output")
+	if !strings.Contains(out, "attached-output") {
+		t.Errorf("kubectl debug -i printed %q, want the container's output", out)
+	}
+
 	// A second one through the subresource with client-go.
 	cfg, err := clientcmd.BuildConfigFromFlags("", adminKubeconfig)
 	if err != nil {

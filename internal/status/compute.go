@@ -304,7 +304,7 @@ func (c *computer) containerStatuses(containers []v1.Container, previous []v1.Co
 		if isInit && !isRestartableInit(&ctr) && rec != nil && rec.State == runtime.ContainerExited && rec.ExitCode == 0 {
 			continue
 		}
-		if !shouldRestart(&ctr, c.pod, rec) || (c.isEphemeral(ctr.Name) && rec != nil) {
+		if !shouldRestart(&ctr, c.pod, rec) || (rec != nil && rec.State == runtime.ContainerExited && c.isEphemeral(ctr.Name)) {
 			// An ephemeral container that ran is never started again.
 			continue
 		}

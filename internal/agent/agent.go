@@ -422,8 +422,9 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 			Burst:       int(cfg.RegistryBurst),
 			Clock:       a.clock,
 		}),
-		CheckDisk:  diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
-		ServiceEnv: buildServiceEnv(c, cl),
+		CheckDisk:      diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
+		ServiceEnv:     buildServiceEnv(c, cl),
+		RuntimeClasses: runtimeClasses(cl),
 	}, rt, podsyncCgroups(c.cgroups), c.startup.Sink(c.statuses))
 	c.workers = podworker.New(c.syncer, a.clock, cfg.SyncFrequency.Duration)
 

@@ -117,6 +117,19 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 	return ns
 }
 
+// targetPIDNamespace puts a container into the PID namespace of the
+// container targetID (an ephemeral container's targetContainerName), as
+// upstream: only when it would otherwise have its own, so a pod that
+// shares one namespace (shareProcessNamespace, hostPID) keeps it.
+func targetPIDNamespace(cfg *runtimeapi.ContainerConfig, targetID string) {
+	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if targetID == "" || ns == nil || ns.Pid != runtimeapi.NamespaceMode_CONTAINER {
+		return
+	}
+	ns.Pid = runtimeapi.NamespaceMode_TARGET
+	ns.TargetId = targetID
+}
+
 func protocol(p v1.Protocol) runtimeapi.Protocol {
 	switch p {
 	case v1.ProtocolUDP:

@@ -170,6 +170,10 @@ type Options struct {
 	// ServiceEnv gives the Service environment variables of a pod's
 	// containers; nil gives none (standalone mode).
 	ServiceEnv ServiceEnv
+	// RuntimeClasses resolves spec.runtimeClassName to the CRI runtime
+	// handler of the pod's sandbox (RuntimeHandler for pods that name
+	// none); nil (standalone) refuses pods that name a RuntimeClass.
+	RuntimeClasses RuntimeClassGetter
 }
 
 // ServiceEnv gives the Service environment variables of a pod's
@@ -334,7 +338,13 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	if acts.createSandbox {
 		logger.V(2).Info("Creating pod sandbox", "attempt", acts.sandboxAttempt)
 		metrics.StartedPods.Inc()
-		sandboxID, err = s.rt.RunPodSandbox(ctx, sbCfg, s.opts.RuntimeHandler)
+		handler, err := s.runtimeHandler(ctx, pod)
+		if err == nil {
+			if handler != "" {
+				logger.V(2).Info("Running pod with runtime handler", "runtimeHandler", handler)
+			}
+			sandboxID, err = s.rt.RunPodSandbox(ctx, sbCfg, handler)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				// Not a failure when the pod was killed meanwhile, as
@@ -367,8 +377,11 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	var errs []error
 	for _, st := range acts.start {
 		typ := metrics.ContainerTypeContainer
-		if st.init {
+		switch {
+		case st.init:
 			typ = metrics.ContainerTypeInit
+		case st.ephemeral:
+			typ = metrics.ContainerTypeEphemeral
 		}
 		metrics.StartedContainers.WithLabelValues(typ).Inc()
 		if reason, msg, err := s.startContainer(ctx, pod, st, sandboxID, sbCfg, podIPs); err != nil {
@@ -416,11 +429,16 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 	if st.backoffKey != "" {
 		s.crash.next(pod.UID, st.backoffKey, st.finishedAt)
 	}
+	if st.targetErr != "" {
+		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", st.targetErr)
+		return ReasonCreateContainerConfigError, st.targetErr, fmt.Errorf("configure container %s: %s", c.Name, st.targetErr)
+	}
 	cfg, err := s.containerConfig(ctx, pod, c, st.init, st.restartCount, image, podIPs)
 	if err != nil {
 		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return ReasonCreateContainerConfigError, err.Error(), fmt.Errorf("configure container %s: %w", c.Name, err)
 	}
+	targetPIDNamespace(cfg, st.targetID)
 	id, err := s.rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
 	if err != nil {
 		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)

@@ -31,6 +31,7 @@ import (
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/healthz"
 	"github.com/heartlet/heartlet/internal/images"
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/logrotate"
 	"github.com/heartlet/heartlet/internal/metrics"
@@ -130,6 +131,7 @@ type components struct {
 	// Shared between the build steps.
 	statuses    *status.Manager
 	startup     *podstartup.Tracker
+	journal     *journal.Journal
 	syncLoop    *healthz.SyncLoop
 	recorder    record.EventRecorder // nil in standalone mode
 	allocatable func() v1.ResourceList
@@ -244,6 +246,7 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 		nodeName: a.opts.NodeName,
 		statuses: status.NewManager(a.clock),
 		startup:  podstartup.New(a.clock),
+		journal:  journal.New(journal.DefaultSize, a.clock),
 		pleg:     pleg.New(conn.rt, time.Second, a.clock),
 	}
 	defer func() {
@@ -297,10 +300,12 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 		ro := server.NewReadOnly(addr, statuses.Pods, mh, checks...)
 		ro.Handle("GET /metrics/probes", probeMetrics)
 		ro.InstallStats(statsHandlers)
+		ro.Handle(server.JournalPath, server.JournalHandler(journalLookup(c.journal, c.desiredPods, statuses.Pods)))
 		c.servers = append(c.servers, ro)
 	}
 	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, streams: rt, pods: statuses.Pods, checks: checks, hostname: conn.hostname, nodeIPs: conn.nodeIPs,
-		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics, stats: statsHandlers}
+		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics, stats: statsHandlers,
+		journal: journalLookup(c.journal, c.desiredPods, statuses.Pods)}
 	if conn.kube != nil {
 		apiDeps.kube = conn.kube.Kube
 	}
@@ -367,7 +372,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 	})
 	c.resources = newPodResources(c.cgroups, c.volumes, cfg.PodLogsDir, a.opts.RootDir)
 	startedAt := a.clock.Now()
-	c.probes = probe.NewManager(probe.Options{Exec: rt, Status: c.statuses, Recorder: probeRecorder(rec), Clock: a.clock,
+	c.probes = probe.NewManager(probe.Options{Exec: rt, Status: c.statuses, Recorder: probeRecorder(rec), Clock: a.clock, Journal: c.journal,
 		PreviousStatus: func(pod *v1.Pod) (*v1.PodStatus, bool) {
 			// A static pod's status in the API is its mirror pod's.
 			if c.apiPods == nil || !podconfig.IsStatic(pod) {
@@ -404,6 +409,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		Mounts:        c.volumes,
 		Env:           c.volumes,
 		Recorder:      rec,
+		Journal:       c.journal,
 
 		DisableCPUQuota:           !cpuCFSQuota(cfg),
 		CPUPeriod:                 cpuCFSQuotaPeriod(cfg),
@@ -430,6 +436,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 	if cl != nil {
 		c.mirrors = &mirrorPods{mirrors: mirror.New(cl.Kube, a.opts.NodeName, c.node.Node), desired: c.desired, api: c.apiPods}
 		c.statusSync = status.NewSyncer(cl.Kube, c.statuses, a.clock, status.SyncerOptions{
+			Journal: c.journal,
 			CanDelete: func(uid types.UID) bool {
 				st, ok := c.workers.State(uid)
 				return !ok || st == podworker.StateTerminated
@@ -466,6 +473,7 @@ func (a *Agent) buildLifecycle(c *components) error {
 		Workers:  c.workers,
 		Statuses: c.statuses,
 		Recorder: c.recorder,
+		Journal:  c.journal,
 	}
 	if c.node != nil {
 		admOpts.Node, admOpts.Allocatable = c.node.Node, c.node.Allocatable
@@ -483,6 +491,7 @@ func (a *Agent) buildLifecycle(c *components) error {
 		Resources: c.resources,
 		Loop:      c.syncLoop,
 		Clock:     a.clock,
+		Journal:   c.journal,
 	}
 	if c.mirrors != nil {
 		hkOpts.Mirrors = c.mirrors

@@ -36,6 +36,7 @@ import (
 	"github.com/heartlet/heartlet/internal/logrotate"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/mirror"
+	"github.com/heartlet/heartlet/internal/nodepage"
 	"github.com/heartlet/heartlet/internal/nodestatus"
 	"github.com/heartlet/heartlet/internal/pleg"
 	"github.com/heartlet/heartlet/internal/podconfig"
@@ -132,6 +133,7 @@ type components struct {
 	statuses    *status.Manager
 	startup     *podstartup.Tracker
 	journal     *journal.Journal
+	nodePage    *nodepage.Page
 	syncLoop    *healthz.SyncLoop
 	recorder    record.EventRecorder // nil in standalone mode
 	allocatable func() v1.ResourceList
@@ -289,6 +291,7 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 		{Name: "runtime", Check: c.pleg.RuntimeHealthy},
 	}
 	statsHandlers := newStats(a.opts, rt, a.clock)
+	c.nodePage = a.newNodePage(c, statsHandlers.Summary)
 	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
 		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
 		c.servers = append(c.servers, server.NewHealthz(addr, checks...))
@@ -301,11 +304,14 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 		ro.Handle("GET /metrics/probes", probeMetrics)
 		ro.InstallStats(statsHandlers)
 		ro.Handle(server.JournalPath, server.JournalHandler(journalLookup(c.journal, c.desiredPods, statuses.Pods)))
+		for pattern, h := range c.nodePage.Handlers() {
+			ro.Handle(pattern, h)
+		}
 		c.servers = append(c.servers, ro)
 	}
 	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, streams: rt, pods: statuses.Pods, checks: checks, hostname: conn.hostname, nodeIPs: conn.nodeIPs,
 		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics, stats: statsHandlers,
-		journal: journalLookup(c.journal, c.desiredPods, statuses.Pods)}
+		journal: journalLookup(c.journal, c.desiredPods, statuses.Pods), extra: c.nodePage.Handlers()}
 	if conn.kube != nil {
 		apiDeps.kube = conn.kube.Kube
 	}
@@ -552,6 +558,7 @@ func (c *components) run(ctx context.Context) error {
 	}
 	g.Go(func() error { c.runAPIAuth(ctx); return nil })
 	g.Go(func() error { return c.logCheck.Run(ctx) })
+	g.Go(func() error { return c.nodePage.Run(ctx) })
 	g.Go(func() error { return c.pleg.Run(ctx) })
 	g.Go(func() error { return c.workers.Run(ctx) })
 	g.Go(func() error { return c.probes.Run(ctx) })

@@ -3,8 +3,10 @@ package journal
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Ago is t relative to now, rounded to the second: "-2m10s", "now", or
@@ -56,13 +58,32 @@ func WriteTimeline(w io.Writer, pj PodJournal) error {
 		now = time.Now()
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Pod %s/%s (uid %s), %d entries, node time %s\n", pj.Namespace, pj.Name, pj.UID, len(pj.Entries), now.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "Pod %s/%s (uid %s), %d entries, node time %s\n", terminalSafe(pj.Namespace), terminalSafe(pj.Name), terminalSafe(string(pj.UID)), len(pj.Entries), now.UTC().Format(time.RFC3339))
 	if len(pj.Entries) == 0 {
 		b.WriteString("  (no decisions recorded yet)\n")
 	}
 	for _, e := range pj.Entries {
-		fmt.Fprintf(&b, "  %9s  %-9s  %s\n", Ago(now, e.Time), e.Kind, e.Describe(now))
+		fmt.Fprintf(&b, "  %9s  %-9s  %s\n", Ago(now, e.Time), terminalSafe(string(e.Kind)), terminalSafe(e.Describe(now)))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// terminalSafe writes what a container controls (probe output, error
+// messages) so that it cannot steer the reader's terminal: control and
+// other non-printable characters, such as ESC, become Go escapes ("\x1b").
+func terminalSafe(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsPrint(r) || r == ' ' {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRune(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 func TestAgo(t *testing.T) {
@@ -65,4 +66,37 @@ func TestWriteTimeline(t *testing.T) {
 	if !strings.Contains(b.String(), "no decisions recorded yet") {
 		t.Errorf("empty timeline:\n%s", b.String())
 	}
+}
+
+// A container writes its probe output and error messages: they must not
+// reach the reader's terminal as control sequences.
+func TestWriteTimelineDefusesControlCharacters(t *testing.T) {
+	var b strings.Builder
+	attack := "probe failed: \x1b]0;pwned\x07\x1b[2J\r\nfake line\u202e\x00"
+	_ = WriteTimeline(&b, PodJournal{Namespace: "ns\x1b[31m", Name: "web", Now: t0, Entries: []Entry{{Time: t0, Kind: KindProbe, Container: "a\x1b", Message: attack}}})
+	out := b.String()
+	for _, bad := range []string{"\x1b", "\x07", "\r", "\x00", "\u202e"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("timeline contains %q:\n%q", bad, out)
+		}
+	}
+	if strings.Count(out, "\n") != 2 {
+		t.Errorf("timeline has %d lines, want 2 (a message cannot add lines):\n%q", strings.Count(out, "\n"), out)
+	}
+	if !strings.Contains(out, `probe failed: \x1b]0;pwned\a\x1b[2J\r\nfake line\u202e\x00`) {
+		t.Errorf("timeline does not show the characters escaped:\n%s", out)
+	}
+}
+
+func FuzzTerminalSafe(f *testing.F) {
+	f.Add("plain text")
+	f.Add("\x1b[2J\r\n\u202e\x00\xff")
+	f.Fuzz(func(t *testing.T, s string) {
+		out := terminalSafe(s)
+		for _, r := range out {
+			if !unicode.IsPrint(r) && r != ' ' {
+				t.Fatalf("terminalSafe(%q) = %q keeps %U", s, out, r)
+			}
+		}
+	})
 }

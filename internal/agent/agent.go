@@ -31,10 +31,12 @@ import (
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/healthz"
 	"github.com/heartlet/heartlet/internal/images"
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/logrotate"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/mirror"
+	"github.com/heartlet/heartlet/internal/nodepage"
 	"github.com/heartlet/heartlet/internal/nodestatus"
 	"github.com/heartlet/heartlet/internal/pleg"
 	"github.com/heartlet/heartlet/internal/podconfig"
@@ -130,6 +132,8 @@ type components struct {
 	// Shared between the build steps.
 	statuses    *status.Manager
 	startup     *podstartup.Tracker
+	journal     *journal.Journal
+	nodePage    *nodepage.Page
 	syncLoop    *healthz.SyncLoop
 	recorder    record.EventRecorder // nil in standalone mode
 	allocatable func() v1.ResourceList
@@ -244,6 +248,7 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 		nodeName: a.opts.NodeName,
 		statuses: status.NewManager(a.clock),
 		startup:  podstartup.New(a.clock),
+		journal:  journal.New(journal.DefaultSize, a.clock),
 		pleg:     pleg.New(conn.rt, time.Second, a.clock),
 	}
 	defer func() {
@@ -286,6 +291,7 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 		{Name: "runtime", Check: c.pleg.RuntimeHealthy},
 	}
 	statsHandlers := newStats(a.opts, rt, a.clock)
+	c.nodePage = a.newNodePage(c, statsHandlers.Summary)
 	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
 		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
 		c.servers = append(c.servers, server.NewHealthz(addr, checks...))
@@ -297,10 +303,15 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 		ro := server.NewReadOnly(addr, statuses.Pods, mh, checks...)
 		ro.Handle("GET /metrics/probes", probeMetrics)
 		ro.InstallStats(statsHandlers)
+		ro.Handle(server.JournalPath, server.JournalHandler(journalLookup(c.journal, c.desiredPods, statuses.Pods)))
+		for pattern, h := range c.nodePage.Handlers() {
+			ro.Handle(pattern, h)
+		}
 		c.servers = append(c.servers, ro)
 	}
 	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, streams: rt, pods: statuses.Pods, checks: checks, hostname: conn.hostname, nodeIPs: conn.nodeIPs,
-		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics, stats: statsHandlers}
+		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics, stats: statsHandlers,
+		journal: journalLookup(c.journal, c.desiredPods, statuses.Pods), extra: c.nodePage.Handlers()}
 	if conn.kube != nil {
 		apiDeps.kube = conn.kube.Kube
 	}
@@ -367,7 +378,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 	})
 	c.resources = newPodResources(c.cgroups, c.volumes, cfg.PodLogsDir, a.opts.RootDir)
 	startedAt := a.clock.Now()
-	c.probes = probe.NewManager(probe.Options{Exec: rt, Status: c.statuses, Recorder: probeRecorder(rec), Clock: a.clock,
+	c.probes = probe.NewManager(probe.Options{Exec: rt, Status: c.statuses, Recorder: probeRecorder(rec), Clock: a.clock, Journal: c.journal,
 		PreviousStatus: func(pod *v1.Pod) (*v1.PodStatus, bool) {
 			// A static pod's status in the API is its mirror pod's.
 			if c.apiPods == nil || !podconfig.IsStatic(pod) {
@@ -404,6 +415,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		Mounts:        c.volumes,
 		Env:           c.volumes,
 		Recorder:      rec,
+		Journal:       c.journal,
 
 		DisableCPUQuota:           !cpuCFSQuota(cfg),
 		CPUPeriod:                 cpuCFSQuotaPeriod(cfg),
@@ -431,6 +443,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 	if cl != nil {
 		c.mirrors = &mirrorPods{mirrors: mirror.New(cl.Kube, a.opts.NodeName, c.node.Node), desired: c.desired, api: c.apiPods}
 		c.statusSync = status.NewSyncer(cl.Kube, c.statuses, a.clock, status.SyncerOptions{
+			Journal: c.journal,
 			CanDelete: func(uid types.UID) bool {
 				st, ok := c.workers.State(uid)
 				return !ok || st == podworker.StateTerminated
@@ -467,6 +480,7 @@ func (a *Agent) buildLifecycle(c *components) error {
 		Workers:  c.workers,
 		Statuses: c.statuses,
 		Recorder: c.recorder,
+		Journal:  c.journal,
 	}
 	if c.node != nil {
 		admOpts.Node, admOpts.Allocatable = c.node.Node, c.node.Allocatable
@@ -484,6 +498,7 @@ func (a *Agent) buildLifecycle(c *components) error {
 		Resources: c.resources,
 		Loop:      c.syncLoop,
 		Clock:     a.clock,
+		Journal:   c.journal,
 	}
 	if c.mirrors != nil {
 		hkOpts.Mirrors = c.mirrors
@@ -544,6 +559,7 @@ func (c *components) run(ctx context.Context) error {
 	}
 	g.Go(func() error { c.runAPIAuth(ctx); return nil })
 	g.Go(func() error { return c.logCheck.Run(ctx) })
+	g.Go(func() error { return c.nodePage.Run(ctx) })
 	g.Go(func() error { return c.pleg.Run(ctx) })
 	g.Go(func() error { return c.workers.Run(ctx) })
 	g.Go(func() error { return c.probes.Run(ctx) })

@@ -18,6 +18,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/runtime"
 )
@@ -83,6 +84,16 @@ type Startup interface {
 // standalone mode).
 type Recorder interface {
 	Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// Journal keeps the per-pod record of decisions (journal.Journal).
+//
+// Contract: safe for concurrent use and never blocks; Pods lists the UIDs
+// with entries, Forget drops a pod's entries (a no-op for an unknown UID).
+type Journal interface {
+	Record(uid types.UID, e journal.Entry)
+	Pods() []types.UID
+	Forget(uid types.UID)
 }
 
 // RuntimePods is what the runtime ran at the last relist (pleg.PLEG).

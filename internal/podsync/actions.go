@@ -85,6 +85,8 @@ type podActions struct {
 
 type waiting struct {
 	reason, message string
+	// hold is what is left of a crash-loop backoff.
+	hold time.Duration
 }
 
 // backoff tells whether a container that exited at finishedAt is still
@@ -352,6 +354,7 @@ func (a *podActions) restart(pod *v1.Pod, c *v1.Container, init bool, st *runtim
 		a.waiting[c.Name] = waiting{
 			reason:  ReasonCrashLoopBackOff,
 			message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", d.Round(time.Second), c.Name, pod.Name, pod.Namespace, pod.UID),
+			hold:    d,
 		}
 		if a.requeueAfter == 0 || d < a.requeueAfter {
 			a.requeueAfter = d

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podworker"
@@ -95,6 +96,13 @@ type Recorder interface {
 	Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...any)
 }
 
+// Journal records decisions about pods (journal.Journal).
+//
+// Contract: safe for concurrent use and never blocks.
+type Journal interface {
+	Record(uid types.UID, e journal.Entry)
+}
+
 // StatusSink receives the status computed after every sync.
 type StatusSink interface {
 	SetPodStatus(pod *v1.Pod, st v1.PodStatus)
@@ -128,6 +136,9 @@ type Options struct {
 	Env EnvValues
 	// Recorder records events; nil records none.
 	Recorder Recorder
+	// Journal records the pod's volumes, image pulls, containers and
+	// backoffs; nil records none.
+	Journal Journal
 	// DisableCPUQuota leaves container cpu limits without a CFS quota
 	// (cpuCFSQuota: false); CPUPeriod is the CFS period of the quota
 	// (cpuCFSQuotaPeriod), 100ms when 0.
@@ -283,6 +294,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		// period.
 		logger.Info("Pod exceeded its active deadline, stopping it", "activeDeadlineSeconds", *pod.Spec.ActiveDeadlineSeconds)
 		s.event(pod, v1.EventTypeNormal, status.ReasonDeadlineExceeded, "%s", status.MessageDeadlineExceeded)
+		s.note(pod, journal.Entry{Kind: journal.KindStatus, Reason: status.ReasonDeadlineExceeded, Message: status.MessageDeadlineExceeded})
 		s.reportStatus(ctx, pod, nil, false)
 		return podworker.SyncResult{Terminal: true}, nil
 	}
@@ -292,6 +304,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	for name, w := range waitingFor {
 		if w.reason == ReasonCrashLoopBackOff {
 			s.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", name, klog.KObj(pod))
+			s.note(pod, journal.Entry{Kind: journal.KindBackoff, Container: name, Reason: w.reason, Message: "back-off restarting failed container", NextRetry: s.clock.Now().Add(w.hold)})
 		}
 	}
 
@@ -315,6 +328,9 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	if err := s.prepareResources(ctx, pod, waitingFor); err != nil {
 		return podworker.SyncResult{}, err
 	}
+	if acts.createSandbox && len(pod.Spec.Volumes) > 0 {
+		s.note(pod, journal.Entry{Kind: journal.KindVolume, Message: fmt.Sprintf("%d volumes ready", len(pod.Spec.Volumes))})
+	}
 
 	sbCfg, err := s.sandboxConfig(pod, acts.sandboxAttempt)
 	if err != nil {
@@ -322,6 +338,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		// upstream, with an event.
 		if acts.createSandbox {
 			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			s.note(pod, journal.Entry{Kind: journal.KindContainer, Reason: "FailedCreatePodSandBox", Message: "pod sandbox not created: " + err.Error()})
 		}
 		s.reportStatus(ctx, pod, waitingFor, false)
 		return podworker.SyncResult{}, fmt.Errorf("generate sandbox config: %w", err)
@@ -331,6 +348,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	if acts.createSandbox && s.opts.CheckDisk != nil {
 		if err := s.opts.CheckDisk(); err != nil {
 			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			s.note(pod, journal.Entry{Kind: journal.KindContainer, Reason: "FailedCreatePodSandBox", Message: "pod sandbox not created: " + err.Error()})
 			s.reportStatus(ctx, pod, waitingFor, false)
 			return podworker.SyncResult{}, fmt.Errorf("create pod sandbox: %w", err)
 		}
@@ -352,6 +370,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 				metrics.StartedPodsErrors.Inc()
 			}
 			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			s.note(pod, journal.Entry{Kind: journal.KindContainer, Reason: "FailedCreatePodSandBox", Message: "pod sandbox not created: " + err.Error()})
 			s.reportStatus(ctx, pod, waitingFor, false)
 			return podworker.SyncResult{}, fmt.Errorf("create pod sandbox: %w", err)
 		}
@@ -361,6 +380,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		}
 		podIPs = fresh.IPs()
 		logger.Info("Started pod sandbox", "sandbox", sandboxID, "ips", podIPs)
+		s.note(pod, journal.Entry{Kind: journal.KindContainer, Message: fmt.Sprintf("pod sandbox started (attempt %d, IPs %v)", acts.sandboxAttempt, podIPs)})
 	}
 
 	for _, k := range acts.kill {
@@ -436,20 +456,25 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 	cfg, err := s.containerConfig(ctx, pod, c, st.init, st.restartCount, image, podIPs)
 	if err != nil {
 		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Reason: ReasonCreateContainerConfigError, Message: "container not configured: " + err.Error()})
 		return ReasonCreateContainerConfigError, err.Error(), fmt.Errorf("configure container %s: %w", c.Name, err)
 	}
 	targetPIDNamespace(cfg, st.targetID)
 	id, err := s.rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
 	if err != nil {
 		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Reason: ReasonCreateContainerError, Message: "container not created: " + err.Error()})
 		return ReasonCreateContainerError, err.Error(), fmt.Errorf("create container %s: %w", c.Name, err)
 	}
 	s.event(pod, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)
+	s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Message: fmt.Sprintf("container created (restart count %d)", st.restartCount)})
 	if err := s.rt.StartContainer(ctx, id); err != nil {
 		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Reason: ReasonRunContainerError, Message: "container not started: " + err.Error()})
 		return ReasonRunContainerError, err.Error(), fmt.Errorf("start container %s: %w", c.Name, err)
 	}
 	s.event(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Message: "container started"})
 	logger.Info("Started container", "containerID", id, "restartCount", st.restartCount)
 	if s.opts.Started != nil && cfg.LogPath != "" {
 		s.opts.Started.ContainerStarted(pod, c.Name, id, filepath.Join(sbCfg.GetLogDirectory(), cfg.LogPath))
@@ -475,6 +500,7 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		if policy == v1.PullNever {
 			err := fmt.Errorf("container image %q is not present with pull policy of Never", c.Image)
 			s.event(pod, v1.EventTypeWarning, ReasonErrImageNeverPull, "%v", err)
+			s.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Reason: ReasonErrImageNeverPull, Message: err.Error()})
 			return "", ReasonErrImageNeverPull, err
 		}
 	}
@@ -484,6 +510,7 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		last := s.pullErrs[pod.UID][key]
 		s.mu.Unlock()
 		s.event(pod, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", c.Image)
+		s.note(pod, journal.Entry{Kind: journal.KindBackoff, Container: c.Name, Reason: ReasonImagePullBackOff, Message: fmt.Sprintf("back-off pulling image %q: %s", c.Image, last)})
 		return "", ReasonImagePullBackOff, fmt.Errorf("back-off pulling image %q: %s", c.Image, last)
 	}
 	logger := klog.FromContext(ctx)
@@ -506,6 +533,7 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		s.pullErrs[pod.UID][key] = err.Error()
 		s.mu.Unlock()
 		s.event(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
+		s.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Reason: ReasonErrImagePull, Message: fmt.Sprintf("pull of %q failed: %v", c.Image, err), Duration: s.clock.Since(start), NextRetry: s.clock.Now().Add(s.pulls.Get(key))})
 		return "", ReasonErrImagePull, fmt.Errorf("pull image %q: %w", c.Image, err)
 	}
 	s.pulls.reset(pod.UID, key)
@@ -526,6 +554,7 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	logger.Info("Pulled image", "container", c.Name, "image", c.Image, "duration", pulling, "durationWithWait", took, "size", size)
 	s.event(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
 		c.Image, pulling.Truncate(time.Millisecond), took.Truncate(time.Millisecond), size)
+	s.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Message: fmt.Sprintf("pulled %q (%d bytes, %s including waiting)", c.Image, size, took.Truncate(time.Millisecond)), Duration: pulling})
 	return ref, "", nil
 }
 
@@ -714,9 +743,17 @@ func (s *Syncer) prepareResources(ctx context.Context, pod *v1.Pod, w map[string
 	}
 	if he := (*podresources.HandlerError)(nil); errors.As(err, &he) && he.Handler == podresources.NameVolumes {
 		s.event(pod, v1.EventTypeWarning, "FailedMount", "%v", he.Err)
+		s.note(pod, journal.Entry{Kind: journal.KindVolume, Reason: "FailedMount", Message: "waiting for volumes: " + he.Err.Error()})
 		s.reportStatus(ctx, pod, w, false)
 	}
 	return fmt.Errorf("prepare pod resources: %w", err)
+}
+
+// note records e in the pod's journal when there is one.
+func (s *Syncer) note(pod *v1.Pod, e journal.Entry) {
+	if s.opts.Journal != nil {
+		s.opts.Journal.Record(pod.UID, e)
+	}
 }
 
 // event records an event about pod when a recorder is configured.

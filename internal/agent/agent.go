@@ -29,6 +29,7 @@ import (
 
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/eviction"
 	"github.com/heartlet/heartlet/internal/healthz"
 	"github.com/heartlet/heartlet/internal/images"
 	"github.com/heartlet/heartlet/internal/kubeclient"
@@ -122,6 +123,7 @@ type components struct {
 	statusSync *status.Syncer
 	dispatcher *podlifecycle.Dispatcher
 	housekeep  *podlifecycle.Housekeeper
+	eviction   *eviction.Manager
 
 	// Shared between the build steps.
 	statuses    *status.Manager
@@ -129,6 +131,7 @@ type components struct {
 	syncLoop    *healthz.SyncLoop
 	recorder    record.EventRecorder // nil in standalone mode
 	allocatable func() v1.ResourceList
+	summary     server.SummaryProvider
 	syncer      *podsync.Syncer
 	sources     []string
 	mirrors     *mirrorPods
@@ -249,6 +252,9 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 	if err := a.buildServers(c, conn); err != nil {
 		return nil, err
 	}
+	if c.eviction, err = a.newEviction(c); err != nil {
+		return nil, err
+	}
 	if cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS {
 		if c.cgroups, err = newCgroups(cfg); err != nil {
 			return nil, fmt.Errorf("cgroups: %w", err)
@@ -279,6 +285,7 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 		{Name: "runtime", Check: c.pleg.RuntimeHealthy},
 	}
 	statsHandlers := newStats(a.opts, rt, a.clock)
+	c.summary = statsHandlers.Summary
 	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
 		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
 		c.servers = append(c.servers, server.NewHealthz(addr, checks...))
@@ -332,7 +339,9 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 		er, stopRecs := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName)
 		c.closers = append(c.closers, stopRecs)
 		c.recorder = er
-		c.node = nodestatus.New(cl.Kube, a.clock, a.nodeOptions(cl, conn.nodeIPs, er), conn.rt, c.pleg.Healthy)
+		nodeOpts := a.nodeOptions(cl, conn.nodeIPs, er)
+		nodeOpts.Pressure = c.eviction
+		c.node = nodestatus.New(cl.Kube, a.clock, nodeOpts, conn.rt, c.pleg.Healthy)
 		c.allocatable = c.node.Allocatable
 	}
 }
@@ -445,6 +454,7 @@ func (a *Agent) buildLifecycle(c *components) error {
 		// Sysctls are checked before the node predicates, as upstream
 		// orders its admit handlers.
 		Predicates: []podlifecycle.Predicate{
+			evictionPredicate(c.eviction),
 			podlifecycle.SysctlPredicate(allowSysctls),
 			podlifecycle.NodePredicate(maxPods(cfg)),
 		},
@@ -546,6 +556,7 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { return c.dispatcher.Run(ctx, c.desired.Updates()) })
 	g.Go(func() error { return relay(ctx, c.pleg, c.workers) })
 	g.Go(func() error { return c.housekeep.Run(ctx) })
+	g.Go(func() error { return c.eviction.Run(ctx) })
 	klog.FromContext(ctx).Info("Started heartlet", "node", c.nodeName, "staticPodPath", c.cfg.StaticPodPath)
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {

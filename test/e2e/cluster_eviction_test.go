@@ -5,6 +5,8 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -139,5 +141,104 @@ evictionPressureTransitionPeriod: 40s
 	})
 	if by, err := getAPIPod(bystander.Name); err != nil || by == nil || !podRunningReady(by) {
 		t.Errorf("bystander not running after the pressure: %v", err)
+	}
+}
+
+// nodeMemoryAvailable is the node's memory.available as heartlet computes
+// it on cgroup v1: MemTotal less the root memory cgroup's usage less its
+// total_inactive_file.
+func nodeMemoryAvailable(t *testing.T) int64 {
+	t.Helper()
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Skipf("memory figures of cgroup v1 unavailable: %v", err)
+		}
+		return string(b)
+	}
+	field := func(text, key string) int64 {
+		for _, line := range strings.Split(text, "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && strings.TrimSuffix(f[0], ":") == key {
+				v, err := strconv.ParseInt(f[1], 10, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", key, err)
+				}
+				return v
+			}
+		}
+		t.Fatalf("no %s in %.200q", key, text)
+		return 0
+	}
+	total := field(read("/proc/meminfo"), "MemTotal") * 1024
+	usage, err := strconv.ParseInt(strings.TrimSpace(read("/sys/fs/cgroup/memory/memory.usage_in_bytes")), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inactive := field(read("/sys/fs/cgroup/memory/memory.stat"), "total_inactive_file")
+	return total - (usage - inactive)
+}
+
+// TestClusterEvictionMemory sets evictionHard memory.available 2 GiB
+// below what the node has available, and a BestEffort pod fills 4 GiB of
+// a memory-backed emptyDir: it is evicted for memory (Failed, Evicted,
+// upstream's message naming its container), the node reports
+// MemoryPressure, and a pod using less than its requests keeps running.
+func TestClusterEvictionMemory(t *testing.T) {
+	requireCluster(t)
+	const gi = int64(1) << 30
+	avail := nodeMemoryAvailable(t)
+	if avail < 6*gi {
+		t.Skipf("only %d MiB available; the test needs 6 GiB", avail>>20)
+	}
+	threshold := (avail - 2*gi) >> 20
+	h := startClusterHeartlet(t, clusterOptions{config: fmt.Sprintf(`evictionHard:
+  memory.available: "%dMi"
+evictionPressureTransitionPeriod: 30s
+`, threshold)})
+	bound := func(p *v1.Pod) { p.Spec.NodeName = clusterNode }
+	modest := apiPod("evict-mem-modest", func(p *v1.Pod) {
+		bound(p)
+		q := resource.MustParse("64Mi")
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceMemory: q}, Limits: v1.ResourceList{v1.ResourceMemory: q}}
+	})
+	createPod(t, modest)
+	waitAPIPodRunning(t, h, modest.Name)
+
+	hog := apiPod("evict-mem-hog", func(p *v1.Pod) {
+		bound(p)
+		p.Spec.Volumes = []v1.Volume{{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}}
+		p.Spec.Containers = []v1.Container{shContainer("hog", "dd if=/dev/zero of=/mem/fill bs=1M count=4096; "+sleeper)}
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
+	})
+	createPod(t, hog)
+	sawPressure := false
+	evicted := waitAPIPod(t, h, hog.Name, 2*time.Minute, "evicted", func(p *v1.Pod) bool {
+		if n, err := getNode(); err == nil && nodeCondition(n, v1.NodeMemoryPressure) == v1.ConditionTrue {
+			sawPressure = true
+		}
+		return p.Status.Phase == v1.PodFailed
+	})
+	wantPrefix := fmt.Sprintf("The node was low on resource: memory. Threshold quantity: %dMi, available: ", threshold)
+	if evicted.Status.Reason != "Evicted" || !strings.HasPrefix(evicted.Status.Message, wantPrefix) ||
+		!strings.Contains(evicted.Status.Message, "Container hog was using ") {
+		t.Errorf("evicted pod status = %q %q, want Evicted %q… Container hog was using …", evicted.Status.Reason, evicted.Status.Message, wantPrefix)
+	}
+	waitFor(t, 30*time.Second, "MemoryPressure on the node", func() (bool, string) {
+		n, err := getNode()
+		if err != nil {
+			return false, err.Error()
+		}
+		if nodeCondition(n, v1.NodeMemoryPressure) == v1.ConditionTrue {
+			sawPressure = true
+		}
+		return sawPressure, describeConditions(n)
+	})
+	m, err := getAPIPod(modest.Name)
+	if err != nil || m == nil {
+		t.Fatalf("modest pod: %v", err)
+	}
+	if !podRunningReady(m) || m.Status.Reason != "" || m.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("pod within its requests touched: %s", describeStatus(m))
 	}
 }

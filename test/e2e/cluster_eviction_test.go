@@ -179,9 +179,10 @@ func nodeMemoryAvailable(t *testing.T) int64 {
 	return total - (usage - inactive)
 }
 
-// TestClusterEvictionMemory sets evictionHard memory.available 2 GiB
-// below what the node has available, and a BestEffort pod fills 4 GiB of
-// a memory-backed emptyDir: it is evicted for memory (Failed, Evicted,
+// TestClusterEvictionMemory sets evictionHard memory.available 1.25 GiB
+// below what the node has available, and a BestEffort pod fills 2.5 GiB of
+// a memory-backed emptyDir (the threshold also lowers allocatable, which
+// bounds the kubepods cgroup and the tmpfs): it is evicted for memory (Failed, Evicted,
 // upstream's message naming its container), the node reports
 // MemoryPressure, and a pod using less than its requests keeps running.
 func TestClusterEvictionMemory(t *testing.T) {
@@ -191,7 +192,7 @@ func TestClusterEvictionMemory(t *testing.T) {
 	if avail < 6*gi {
 		t.Skipf("only %d MiB available; the test needs 6 GiB", avail>>20)
 	}
-	threshold := (avail - 2*gi) >> 20
+	threshold := (avail - 5*gi/4) >> 20
 	h := startClusterHeartlet(t, clusterOptions{config: fmt.Sprintf(`evictionHard:
   memory.available: "%dMi"
 evictionPressureTransitionPeriod: 30s
@@ -208,7 +209,7 @@ evictionPressureTransitionPeriod: 30s
 	hog := apiPod("evict-mem-hog", func(p *v1.Pod) {
 		bound(p)
 		p.Spec.Volumes = []v1.Volume{{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}}
-		p.Spec.Containers = []v1.Container{shContainer("hog", "dd if=/dev/zero of=/mem/fill bs=1M count=4096; "+sleeper)}
+		p.Spec.Containers = []v1.Container{shContainer("hog", "dd if=/dev/zero of=/mem/fill bs=1M count=2560; "+sleeper)}
 		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
 	})
 	createPod(t, hog)

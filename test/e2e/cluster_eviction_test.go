@@ -77,6 +77,9 @@ evictionPressureTransitionPeriod: 40s
 	if evicted.Status.Reason != "Evicted" || !strings.HasPrefix(evicted.Status.Message, wantPrefix) {
 		t.Errorf("evicted pod status = %s %q %q, want Failed Evicted %q…", evicted.Status.Phase, evicted.Status.Reason, evicted.Status.Message, wantPrefix)
 	}
+	if got := podCondition(evicted, v1.DisruptionTarget); got != v1.ConditionTrue {
+		t.Errorf("evicted pod's DisruptionTarget condition = %q, want True", got)
+	}
 	waitFor(t, 30*time.Second, "an Evicted event on the pod", func() (bool, string) {
 		evs, err := podEvents(filler.Name, "Evicted")
 		if err != nil {

@@ -156,16 +156,18 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 	m.mu.Unlock()
 	active := PastGracePeriod(met, m.firstObserved, now)
 	m.met = active
+	if m.victim != "" {
+		st, known := m.opts.Workers.State(m.victim)
+		if !known || st == podworker.StateTerminated || !now.Before(m.victimUntil) {
+			m.victim = ""
+		}
+	}
 	if len(active) == 0 {
 		return nil
 	}
 	if m.victim != "" {
-		st, known := m.opts.Workers.State(m.victim)
-		if known && st != podworker.StateTerminated && now.Before(m.victimUntil) {
-			logger.V(2).Info("Eviction manager: waiting for the evicted pod to stop", "podUID", m.victim)
-			return nil
-		}
-		m.victim = ""
+		logger.V(2).Info("Eviction manager: waiting for the evicted pod to stop", "podUID", m.victim)
+		return nil
 	}
 	slices.SortStableFunc(active, func(a, b Threshold) int {
 		return slices.Index(Signals, a.Signal) - slices.Index(Signals, b.Signal)

@@ -347,3 +347,24 @@ func TestRunStopsWithItsContext(t *testing.T) {
 		}
 	}
 }
+
+func TestVictimForgottenOnceStoppedWithoutPressure(t *testing.T) {
+	h := newHarness(t, Config{Hard: map[string]string{"memory.available": "100Mi"}}, 0, testPod("a", 0, ""))
+	h.summary.set(50, map[string]uint64{"a": 1 << 20})
+	h.pass()
+	if h.m.victim != "a" {
+		t.Fatalf("victim = %q, want a", h.m.victim)
+	}
+	h.summary.set(500, nil)
+	h.clk.Step(time.Second)
+	h.pass()
+	if h.m.victim != "a" {
+		t.Errorf("victim forgotten while it stops")
+	}
+	h.workers.set("a", podworker.StateTerminated)
+	h.clk.Step(time.Second)
+	h.pass()
+	if h.m.victim != "" {
+		t.Errorf("victim %q kept after it stopped: Run would keep its fast pace", h.m.victim)
+	}
+}

@@ -252,7 +252,7 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 	if err := a.buildServers(c, conn); err != nil {
 		return nil, err
 	}
-	if c.eviction, err = a.newEviction(c); err != nil {
+	if c.eviction, err = a.newEviction(ctx, c); err != nil {
 		return nil, err
 	}
 	if cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS {

@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/admission"
 	"github.com/heartlet/heartlet/internal/eviction"
@@ -13,11 +15,15 @@ import (
 	"github.com/heartlet/heartlet/internal/podworker"
 )
 
+// memcgRoot is the root of the cgroup v1 memory hierarchy, where
+// kernelMemcgNotification arms its threshold.
+const memcgRoot = "/sys/fs/cgroup/memory"
+
 // newEviction builds the eviction manager from the eviction thresholds.
 // It reads the desired pods, the workers and the event recorder through
 // c when it runs, so it is built before them (the Node's manager reports
 // its pressure conditions).
-func (a *Agent) newEviction(c *components) (*eviction.Manager, error) {
+func (a *Agent) newEviction(ctx context.Context, c *components) (*eviction.Manager, error) {
 	cfg := a.opts.Config
 	ts, err := eviction.ParseThresholds(eviction.Config{
 		Hard:            cfg.EvictionHard,
@@ -29,7 +35,17 @@ func (a *Agent) newEviction(c *components) (*eviction.Manager, error) {
 		return nil, fmt.Errorf("eviction: %w", err)
 	}
 	deps := evictionDeps{c}
+	var notifier eviction.MemoryNotifier
+	if cfg.KernelMemcgNotification {
+		n, err := eviction.NewMemcgNotifier(memcgRoot)
+		if err != nil {
+			klog.FromContext(ctx).Info("Warning: kernelMemcgNotification is on but unavailable; memory is read every 10 s", "err", err)
+		} else {
+			notifier = n
+		}
+	}
 	return eviction.New(eviction.Options{
+		MemoryNotifier:    notifier,
 		Thresholds:        ts,
 		TransitionPeriod:  cfg.EvictionPressureTransitionPeriod.Duration,
 		MaxPodGracePeriod: cfg.EvictionMaxPodGracePeriod,

@@ -144,7 +144,7 @@ var Fields = []FieldSupport{
 	{"defaultPodSysctls", NotYet, "pods get only the sysctls they ask for"},
 	{"volumePluginDir", NotYet, "no flexvolume plugins"},
 	{"providerID", Honoured, "Node.spec.providerID, set when the Node is registered"},
-	{"kernelMemcgNotification", NotYet, "memory is read every 10 s; no memory cgroup threshold notification"},
+	{"kernelMemcgNotification", Honoured, "cgroup v1: a threshold on the root memory cgroup runs an eviction pass at once; without cgroup v1 a warning at start, and memory is read every 10 s"},
 	{"logging.format", Honoured, "text or json"},
 	{"logging.flushFrequency", NotYet, "klog's own flush interval is used"},
 	{"logging.verbosity", Honoured, "log verbosity"},

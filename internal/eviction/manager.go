@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/admission"
@@ -76,6 +77,10 @@ type Options struct {
 	Recorder Recorder
 	Node     *v1.ObjectReference
 	Clock    clock.WithTicker
+	// MemoryNotifier, when set, is armed after every pass at the usage
+	// where a memory.available threshold would be crossed, and a pass
+	// runs as soon as it fires (kernelMemcgNotification). Run closes it.
+	MemoryNotifier MemoryNotifier
 }
 
 // Manager is the eviction manager. Its pressure conditions and Admit are
@@ -88,6 +93,7 @@ type Manager struct {
 	firstObserved map[string]time.Time // by Threshold.key
 	victim        types.UID            // the last evicted pod while it stops
 	victimUntil   time.Time
+	last          *statsapi.Summary // of the last pass
 
 	mu         sync.Mutex
 	conditions map[v1.NodeConditionType]time.Time // last observed, within the transition period
@@ -116,9 +122,25 @@ func (m *Manager) Run(ctx context.Context) error {
 		return nil
 	}
 	logger := klog.FromContext(ctx)
+	var notified <-chan struct{}
+	if n := m.opts.MemoryNotifier; n != nil {
+		notified = n.C()
+		defer func() {
+			if err := n.Close(); err != nil {
+				logger.Error(err, "Eviction manager: closing the memory notification failed")
+			}
+		}()
+	}
 	for {
 		if err := m.Synchronize(ctx); err != nil {
 			logger.Error(err, "Eviction manager: pass failed")
+		}
+		if n := m.opts.MemoryNotifier; n != nil {
+			if usage, ok := MemoryUsageThreshold(m.opts.Thresholds, m.last); ok {
+				if err := n.Arm(ctx, usage); err != nil {
+					logger.Error(err, "Eviction manager: memory threshold notification not armed")
+				}
+			}
 		}
 		d := m.opts.Interval
 		if m.victim != "" {
@@ -127,6 +149,8 @@ func (m *Manager) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-notified:
+			logger.V(2).Info("Eviction manager: memory threshold crossed")
 		case <-m.opts.Clock.After(d):
 		}
 	}
@@ -143,6 +167,7 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("eviction: read the node's stats: %w", err)
 	}
+	m.last = summary
 	obs := Observe(summary)
 	met := ThresholdsMet(m.opts.Thresholds, obs, false)
 	if len(m.met) > 0 {

@@ -188,6 +188,7 @@ func nodeMemoryAvailable(t *testing.T) int64 {
 // bounds the kubepods cgroup and the tmpfs): it is evicted for memory (Failed, Evicted,
 // upstream's message naming its container), the node reports
 // MemoryPressure, and a pod using less than its requests keeps running.
+// kernelMemcgNotification is on, so the crossing is seen at once.
 func TestClusterEvictionMemory(t *testing.T) {
 	requireCluster(t)
 	const gi = int64(1) << 30
@@ -199,6 +200,7 @@ func TestClusterEvictionMemory(t *testing.T) {
 	h := startClusterHeartlet(t, clusterOptions{config: fmt.Sprintf(`evictionHard:
   memory.available: "%dMi"
 evictionPressureTransitionPeriod: 30s
+kernelMemcgNotification: true
 `, threshold)})
 	bound := func(p *v1.Pod) { p.Spec.NodeName = clusterNode }
 	modest := apiPod("evict-mem-modest", func(p *v1.Pod) {

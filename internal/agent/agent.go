@@ -29,6 +29,7 @@ import (
 
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/eviction"
 	"github.com/heartlet/heartlet/internal/healthz"
 	"github.com/heartlet/heartlet/internal/images"
 	"github.com/heartlet/heartlet/internal/journal"
@@ -128,6 +129,7 @@ type components struct {
 	statusSync *status.Syncer
 	dispatcher *podlifecycle.Dispatcher
 	housekeep  *podlifecycle.Housekeeper
+	eviction   *eviction.Manager
 
 	// Shared between the build steps.
 	statuses    *status.Manager
@@ -137,6 +139,7 @@ type components struct {
 	syncLoop    *healthz.SyncLoop
 	recorder    record.EventRecorder // nil in standalone mode
 	allocatable func() v1.ResourceList
+	summary     server.SummaryProvider
 	syncer      *podsync.Syncer
 	sources     []string
 	mirrors     *mirrorPods
@@ -260,6 +263,9 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 	if err := a.buildServers(c, conn); err != nil {
 		return nil, err
 	}
+	if c.eviction, err = a.newEviction(ctx, c); err != nil {
+		return nil, err
+	}
 	if cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS {
 		if c.cgroups, err = newCgroups(cfg); err != nil {
 			return nil, fmt.Errorf("cgroups: %w", err)
@@ -292,6 +298,7 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 	}
 	statsHandlers := newStats(a.opts, rt, a.clock)
 	c.nodePage = a.newNodePage(c, statsHandlers.Summary)
+	c.summary = statsHandlers.Summary
 	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
 		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
 		c.servers = append(c.servers, server.NewHealthz(addr, checks...))
@@ -350,7 +357,9 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 		er, stopRecs := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName)
 		c.closers = append(c.closers, stopRecs)
 		c.recorder = er
-		c.node = nodestatus.New(cl.Kube, a.clock, a.nodeOptions(cl, conn.nodeIPs, er), conn.rt, c.pleg.Healthy)
+		nodeOpts := a.nodeOptions(cl, conn.nodeIPs, er)
+		nodeOpts.Pressure = c.eviction
+		c.node = nodestatus.New(cl.Kube, a.clock, nodeOpts, conn.rt, c.pleg.Healthy)
 		c.allocatable = c.node.Allocatable
 	}
 }
@@ -471,6 +480,7 @@ func (a *Agent) buildLifecycle(c *components) error {
 		// Sysctls are checked before the node predicates, as upstream
 		// orders its admit handlers.
 		Predicates: []podlifecycle.Predicate{
+			evictionPredicate(c.eviction),
 			podlifecycle.SysctlPredicate(allowSysctls),
 			fieldsPred,
 			podlifecycle.NodePredicate(maxPods(cfg)),
@@ -578,6 +588,7 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { return c.dispatcher.Run(ctx, c.desired.Updates()) })
 	g.Go(func() error { return relay(ctx, c.pleg, c.workers) })
 	g.Go(func() error { return c.housekeep.Run(ctx) })
+	g.Go(func() error { return c.eviction.Run(ctx) })
 	klog.FromContext(ctx).Info("Started heartlet", "node", c.nodeName, "staticPodPath", c.cfg.StaticPodPath)
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {

@@ -40,6 +40,8 @@ type kubeletAPIDeps struct {
 	hostname string
 	nodeIPs  []string
 	stats    server.StatsHandlers
+	journal  server.JournalLookup
+	extra    map[string]http.Handler // more handlers behind authn/authz (the node page)
 }
 
 // newKubeletAPI builds the authenticated HTTPS server on address:port and
@@ -106,6 +108,8 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 		Streaming:    streaming,
 		Debug:        ptr.To(debugOptions(cfg)),
 		Stats:        d.stats,
+		Journal:      d.journal,
+		Extra:        d.extra,
 	})
 	return s, a, nil
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/admission"
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/sysctl"
 )
@@ -70,6 +71,8 @@ type AdmitterOptions struct {
 	Statuses Statuses
 	// Recorder may be nil.
 	Recorder Recorder
+	// Journal records admissions and rejections; nil records none.
+	Journal Journal
 	// Node and Allocatable may be nil (standalone mode).
 	Node        func() *v1.Node
 	Allocatable func() v1.ResourceList
@@ -109,9 +112,11 @@ func (a *Admitter) Admit(ctx context.Context, pod *v1.Pod) bool {
 		}
 	}
 	if res.Admit {
+		a.note(pod, journal.Entry{Kind: journal.KindAdmission, Message: "admitted"})
 		a.warn(ctx, attrs)
 		return true
 	}
+	a.note(pod, journal.Entry{Kind: journal.KindAdmission, Reason: res.Reason, Message: "rejected: " + res.Message})
 	klog.FromContext(ctx).Info("Pod rejected by admission", "pod", klog.KObj(pod), "podUID", pod.UID, "reason", res.Reason, "message", res.Message)
 	a.mu.Lock()
 	a.rejected[pod.UID] = true
@@ -132,10 +137,18 @@ func (a *Admitter) warn(ctx context.Context, attrs AdmitAttrs) {
 	for _, w := range a.opts.Warners {
 		for _, ws := range w(attrs) {
 			klog.FromContext(ctx).Info("Pod admitted with a warning", "pod", klog.KObj(attrs.Pod), "podUID", attrs.Pod.UID, "reason", ws.Reason, "message", ws.Message)
+			a.note(attrs.Pod, journal.Entry{Kind: journal.KindAdmission, Reason: ws.Reason, Message: "warning: " + ws.Message})
 			if a.opts.Recorder != nil {
 				a.opts.Recorder.Eventf(attrs.Pod, v1.EventTypeWarning, ws.Reason, "%s", ws.Message)
 			}
 		}
+	}
+}
+
+// note records e in the pod's journal, when there is one.
+func (a *Admitter) note(pod *v1.Pod, e journal.Entry) {
+	if a.opts.Journal != nil {
+		a.opts.Journal.Record(pod.UID, e)
 	}
 }
 

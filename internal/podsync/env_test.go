@@ -34,7 +34,8 @@ func (f *fakeVolumes) MountsWithEnv(_ context.Context, _ *v1.Pod, c *v1.Containe
 	}
 	return out, nil
 }
-func (f *fakeVolumes) Forget(types.UID) {}
+func (f *fakeVolumes) Adopt(context.Context, *v1.Pod) error { return nil }
+func (f *fakeVolumes) PodDirs() ([]types.UID, error)        { return nil, nil }
 func (f *fakeVolumes) Cleanup(_ context.Context, uid types.UID) error {
 	f.cleaned = append(f.cleaned, uid)
 	return nil
@@ -79,7 +80,7 @@ func TestContainerEnvReferences(t *testing.T) {
 		"default/cfg":        {"color": "blue", "size": "L"},
 		"default/secret-pwd": {"password": "s3cret"},
 	}}
-	h.syncer.opts.Volumes = vols
+	h.useVolumes(vols)
 	h.syncer.opts.Allocatable = func() v1.ResourceList {
 		return v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}
 	}
@@ -115,7 +116,7 @@ func TestContainerEnvReferences(t *testing.T) {
 func TestMissingConfigMapKeyIsCreateContainerConfigError(t *testing.T) {
 	h := newHarness(t)
 	vols := &fakeVolumes{}
-	h.syncer.opts.Volumes = vols
+	h.useVolumes(vols)
 	pod := testPod(v1.RestartPolicyAlways, nil, "c")
 	pod.Spec.Containers[0].Image = "busybox:1.35"
 	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "gone"}, Key: "k"}}}}
@@ -134,7 +135,7 @@ func TestMissingConfigMapKeyIsCreateContainerConfigError(t *testing.T) {
 func TestVolumesPreparedAndMounted(t *testing.T) {
 	h := newHarness(t)
 	vols := &fakeVolumes{}
-	h.syncer.opts.Volumes = vols
+	h.useVolumes(vols)
 	pod := testPod(v1.RestartPolicyAlways, nil, "c")
 	pod.Spec.Containers[0].Image = "busybox:1.35"
 	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
@@ -181,7 +182,7 @@ func (f fakeServiceEnv) ServiceEnv(*v1.Pod) ([]v1.EnvVar, error) { return f.env,
 // envFrom), and may be referenced with $(NAME), as upstream.
 func TestContainerEnvServices(t *testing.T) {
 	h := newHarness(t)
-	h.syncer.opts.Volumes = &fakeVolumes{configMaps: map[string]map[string]string{"default/cfg": {"WEB_SERVICE_PORT": "from-cm"}}}
+	h.useVolumes(&fakeVolumes{configMaps: map[string]map[string]string{"default/cfg": {"WEB_SERVICE_PORT": "from-cm"}}})
 	h.syncer.opts.ServiceEnv = fakeServiceEnv{env: []v1.EnvVar{
 		{Name: "KUBERNETES_SERVICE_HOST", Value: "10.0.0.1"},
 		{Name: "WEB_SERVICE_HOST", Value: "10.0.0.3"},

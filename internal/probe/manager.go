@@ -25,6 +25,8 @@ type Options struct {
 	Status StatusGetter
 	// Recorder records Unhealthy and ProbeWarning events; nil records none.
 	Recorder Recorder
+	// Journal records probe failures; nil records none.
+	Journal Journal
 	// Clock paces the workers; the real clock when nil.
 	Clock clock.WithTicker
 	// PreviousStatus returns the status the API last had for pod, which a

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/metrics"
 )
 
@@ -271,6 +273,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		// container and changes no state.
 		logger.V(1).Info("Probe errored", "err", err)
 		w.event(pod, ReasonUnhealthy, "%s probe errored and resulted in unknown state: %v", w.kind, err)
+		w.note(pod, journal.Entry{Kind: journal.KindProbe, Container: w.container.Name, Reason: ReasonUnhealthy, Message: fmt.Sprintf("%s probe errored: %v", w.kind, err)})
 		metrics.ProbeResults.WithLabelValues(w.resultLabels(metrics.ProbeResultUnknown)...).Inc()
 		metrics.ProbeDuration.WithLabelValues(w.durationLabels()...).Observe(duration)
 		return true
@@ -286,6 +289,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		result = Failure
 		logger.V(1).Info("Probe failed", "output", output)
 		w.event(pod, ReasonUnhealthy, "%s probe failed: %s", w.kind, output)
+		w.note(pod, journal.Entry{Kind: journal.KindProbe, Container: w.container.Name, Reason: ReasonUnhealthy, Message: fmt.Sprintf("%s probe failed: %s", w.kind, output)})
 	}
 	if result == Success {
 		metrics.ProbeResults.WithLabelValues(w.resultLabels(metrics.ProbeResultSuccessful)...).Inc()
@@ -311,6 +315,13 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		w.resultRun = 0
 	}
 	return true
+}
+
+// note records e in the pod's journal when there is one.
+func (w *worker) note(pod *v1.Pod, e journal.Entry) {
+	if w.m.opts.Journal != nil {
+		w.m.opts.Journal.Record(pod.UID, e)
+	}
 }
 
 func (w *worker) event(pod *v1.Pod, reason, format string, args ...any) {

@@ -188,8 +188,7 @@ func TestCheck(t *testing.T) {
 		{name: "hostUsers true", change: func(p *v1.Pod) { p.Spec.HostUsers = ptr.To(true) }},
 		{name: "hostUsers false", change: func(p *v1.Pod) { p.Spec.HostUsers = ptr.To(false) },
 			refusals: []string{"spec.hostUsers"}},
-		{name: "runtimeClassName", change: func(p *v1.Pod) { p.Spec.RuntimeClassName = ptr.To("gvisor") },
-			refusals: []string{"spec.runtimeClassName"}},
+		{name: "runtimeClassName", change: func(p *v1.Pod) { p.Spec.RuntimeClassName = ptr.To("gvisor") }},
 		{name: "resourceClaims", change: func(p *v1.Pod) {
 			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}}
 			p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
@@ -244,11 +243,15 @@ func TestCheck(t *testing.T) {
 		}, warnings: []string{"spec.securityContext.seLinuxChangePolicy", "spec.containers[app].lifecycle.stopSignal"}},
 		{name: "ephemeral container", change: func(p *v1.Pod) {
 			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "dbg"}, TargetContainerName: "app"}}
-		}, warnings: []string{"spec.ephemeralContainers", "spec.ephemeralContainers[dbg].targetContainerName"}},
+		}},
+		{name: "ephemeral container with a stop signal", change: func(p *v1.Pod) {
+			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "dbg",
+				Lifecycle: &v1.Lifecycle{StopSignal: ptr.To(v1.SIGINT)}}}}
+		}, warnings: []string{"spec.ephemeralContainers[dbg].lifecycle.stopSignal"}},
 		{name: "refusal and warning together", change: func(p *v1.Pod) {
 			p.Spec.HostUsers = ptr.To(false)
-			p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "reg"}}
-		}, refusals: []string{"spec.hostUsers"}, warnings: []string{"spec.imagePullSecrets"}},
+			p.Spec.SecurityContext.SELinuxChangePolicy = ptr.To(v1.SELinuxChangePolicyRecursive)
+		}, refusals: []string{"spec.hostUsers"}, warnings: []string{"spec.securityContext.seLinuxChangePolicy"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := minimal()

@@ -23,8 +23,8 @@ var table = concat(
 	container("spec.initContainers[]", initContainer),
 	container("spec.containers[]", appContainer),
 	container("spec.ephemeralContainers[]", ephemeralContainer),
-	[]Field{{Path: "spec.ephemeralContainers[].targetContainerName", Support: NotYet,
-		Note: "ephemeral containers are not run yet"}},
+	[]Field{{Path: "spec.ephemeralContainers[].targetContainerName", Support: Honoured,
+		Note: "the container shares the target container's process namespace"}},
 )
 
 func podSpec() []Field {
@@ -32,7 +32,7 @@ func podSpec() []Field {
 		{Path: "spec.volumes", Support: Honoured, Note: "emptyDir, hostPath, configMap, secret, downwardAPI and projected; any other source is a FailedMount event and the containers wait"},
 		{Path: "spec.initContainers", Support: Honoured, Note: "in order, each to success; sidecars (restartPolicy: Always) keep running"},
 		{Path: "spec.containers", Support: Honoured},
-		{Path: "spec.ephemeralContainers", Support: NotYet, Note: "ephemeral containers (kubectl debug) are not run yet"},
+		{Path: "spec.ephemeralContainers", Support: Honoured, Note: "kubectl debug: started in the running pod, never restarted, reported in ephemeralContainerStatuses"},
 		{Path: "spec.restartPolicy", Support: Honoured, Note: "with crash-loop backoff"},
 		{Path: "spec.terminationGracePeriodSeconds", Support: Honoured},
 		{Path: "spec.activeDeadlineSeconds", Support: Honoured, Note: "the pod fails with DeadlineExceeded"},
@@ -58,8 +58,8 @@ func podSpec() []Field {
 		{Path: "spec.priority", Support: Honoured, Note: scheduler},
 		{Path: "spec.dnsConfig", Support: Honoured},
 		{Path: "spec.readinessGates", Support: Honoured},
-		{Path: "spec.runtimeClassName", Support: Refused,
-			Note: "RuntimeClasses are not supported: the pod would run in the default runtime handler, not the isolation it asks for"},
+		{Path: "spec.runtimeClassName", Support: Honoured,
+			Note: "the RuntimeClass's handler is given to the runtime; an unknown RuntimeClass leaves the pod waiting with FailedCreatePodSandBox, never in the default handler"},
 		{Path: "spec.enableServiceLinks", Support: Honoured, Note: "Service environment variables in cluster mode"},
 		{Path: "spec.preemptionPolicy", Support: Honoured, Note: scheduler},
 		{Path: "spec.overhead", Support: Honoured, Note: "counted in admission and the pod cgroup"},
@@ -186,7 +186,7 @@ func container(prefix string, kind containerKind) []Field {
 	if kind == ephemeralContainer {
 		for i := range fs {
 			if fs[i].Support == Honoured {
-				fs[i].Note = "as for app containers, once ephemeral containers run"
+				fs[i].Note = "as for app containers, where the API server allows it on an ephemeral container"
 			}
 		}
 	}

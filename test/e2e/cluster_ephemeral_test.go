@@ -65,12 +65,19 @@ func TestClusterEphemeralContainer(t *testing.T) {
 		return strings.Contains(out, "debugger-started"), "logs: " + out
 	})
 
-	// kubectl debug -i attaches to the new container's output (attach
-	// through the kubelet API) until it exits.
-	out = mustKubectl(t, "debug", "-i", "-n", "default", name, "-c", "dbg-attach", "--image="+busyboxImage,
-		"--", "sh", "-c", "sleep 3; echo attached-output")
+	// kubectl attach to an ephemeral container (through the kubelet API)
+	// streams its output until it exits. Without -i: with stdin closed at
+	// once the runtime ends the attach session (containerd's rule for
+	// containers without stdinOnce).
+	mustKubectl(t, "debug", "-n", "default", name, "-c", "dbg-attach", "--image="+busyboxImage,
+		"--", "sh", "-c", "sleep 8; echo attached-output")
+	waitAPIPod(t, h, name, podStartTimeout, "to report dbg-attach Running", func(p *v1.Pod) bool {
+		st := ephemeralStatus(p, "dbg-attach")
+		return st != nil && st.State.Running != nil
+	})
+	out = mustKubectl(t, "attach", "-n", "default", name, "-c", "dbg-attach")
 	if !strings.Contains(out, "attached-output") {
-		t.Errorf("kubectl debug -i printed %q, want the container's output", out)
+		t.Errorf("kubectl attach printed %q, want the container's output", out)
 	}
 
 	// A second one through the subresource with client-go.

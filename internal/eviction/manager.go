@@ -115,7 +115,9 @@ func New(opts Options) *Manager {
 
 // Run reads the signals every Interval (every second while an evicted pod
 // stops) and acts on them until ctx is done. Without thresholds it only
-// waits for ctx.
+// waits for ctx. The first pass comes one Interval after the start, so
+// that the pods a restarted heartlet adopts pass admission before any
+// pressure is reported.
 func (m *Manager) Run(ctx context.Context) error {
 	if len(m.opts.Thresholds) == 0 {
 		<-ctx.Done()
@@ -130,6 +132,11 @@ func (m *Manager) Run(ctx context.Context) error {
 				logger.Error(err, "Eviction manager: closing the memory notification failed")
 			}
 		}()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-m.opts.Clock.After(m.opts.Interval):
 	}
 	for {
 		if err := m.Synchronize(ctx); err != nil {

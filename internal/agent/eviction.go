@@ -73,6 +73,8 @@ func (d evictionDeps) Pods() []*v1.Pod { return d.c.desired.Pods() }
 
 func (d evictionDeps) State(uid types.UID) (podworker.State, bool) { return d.c.workers.State(uid) }
 
+func (d evictionDeps) Cleaned(uid types.UID) bool { return d.c.workers.Cleaned(uid) }
+
 func (d evictionDeps) Update(u podworker.Update) { d.c.workers.Update(u) }
 
 func (d evictionDeps) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {

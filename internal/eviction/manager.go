@@ -37,6 +37,10 @@ const (
 	// waitInterval is how often the signals are read while an evicted pod
 	// stops.
 	waitInterval = time.Second
+	// settlePeriod is how long after an evicted pod is cleaned up no other
+	// is evicted, so that the next decision reads stats collected after
+	// its memory and disk were released (the stats are cached for 1 s).
+	settlePeriod = 2 * time.Second
 	// hardGracePeriod is the grace period of a pod evicted for a hard
 	// threshold, in seconds.
 	hardGracePeriod int64 = 1
@@ -91,8 +95,9 @@ type Manager struct {
 	// Pass state, used by one goroutine at a time.
 	met           []Threshold          // thresholds met past their grace period in the last pass
 	firstObserved map[string]time.Time // by Threshold.key
-	victim        types.UID            // the last evicted pod while it stops
+	victim        types.UID            // the last evicted pod until it is cleaned up
 	victimUntil   time.Time
+	settleUntil   time.Time         // no eviction before, after the victim's clean-up
 	last          *statsapi.Summary // of the last pass
 
 	mu         sync.Mutex
@@ -115,7 +120,9 @@ func New(opts Options) *Manager {
 
 // Run reads the signals every Interval (every second while an evicted pod
 // stops) and acts on them until ctx is done. Without thresholds it only
-// waits for ctx.
+// waits for ctx. The first pass comes one Interval after the start, so
+// that the pods a restarted heartlet adopts pass admission before any
+// pressure is reported.
 func (m *Manager) Run(ctx context.Context) error {
 	if len(m.opts.Thresholds) == 0 {
 		<-ctx.Done()
@@ -131,6 +138,11 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-m.opts.Clock.After(m.opts.Interval):
+	}
 	for {
 		if err := m.Synchronize(ctx); err != nil {
 			logger.Error(err, "Eviction manager: pass failed")
@@ -143,7 +155,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 		}
 		d := m.opts.Interval
-		if m.victim != "" {
+		if m.victim != "" || m.opts.Clock.Now().Before(m.settleUntil) {
 			d = waitInterval
 		}
 		select {
@@ -159,7 +171,8 @@ func (m *Manager) Run(ctx context.Context) error {
 // Synchronize is one pass: read the signals, update the thresholds met
 // and the pressure conditions, and evict at most one pod for the first
 // threshold met past its grace period, unless the pod evicted before is
-// still stopping (for at most CleanupTimeout).
+// not cleaned up yet (waited for at most CleanupTimeout) or was cleaned
+// up less than settlePeriod ago.
 func (m *Manager) Synchronize(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	now := m.opts.Clock.Now()
@@ -182,16 +195,18 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 	active := PastGracePeriod(met, m.firstObserved, now)
 	m.met = active
 	if m.victim != "" {
-		st, known := m.opts.Workers.State(m.victim)
-		if !known || st == podworker.StateTerminated || !now.Before(m.victimUntil) {
+		switch {
+		case m.opts.Workers.Cleaned(m.victim):
+			m.victim, m.settleUntil = "", now.Add(settlePeriod)
+		case !now.Before(m.victimUntil):
 			m.victim = ""
 		}
 	}
 	if len(active) == 0 {
 		return nil
 	}
-	if m.victim != "" {
-		logger.V(2).Info("Eviction manager: waiting for the evicted pod to stop", "podUID", m.victim)
+	if m.victim != "" || now.Before(m.settleUntil) {
+		logger.V(2).Info("Eviction manager: waiting for the evicted pod to be cleaned up", "podUID", m.victim)
 		return nil
 	}
 	slices.SortStableFunc(active, func(a, b Threshold) int {

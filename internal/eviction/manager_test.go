@@ -50,7 +50,23 @@ func (f fakePods) Pods() []*v1.Pod { return f }
 type fakeWorkers struct {
 	mu      sync.Mutex
 	states  map[types.UID]podworker.State
+	cleaned map[types.UID]bool
 	updates []podworker.Update
+}
+
+func (f *fakeWorkers) Cleaned(uid types.UID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, known := f.states[uid]
+	return !known || f.cleaned[uid]
+}
+
+// clean marks a pod terminated and cleaned up.
+func (f *fakeWorkers) clean(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.states[uid] = podworker.StateTerminated
+	f.cleaned[uid] = true
 }
 
 func (f *fakeWorkers) State(uid types.UID) (podworker.State, bool) {
@@ -125,7 +141,7 @@ func newHarness(t *testing.T, cfg Config, transition time.Duration, pods ...*v1.
 		t:       t,
 		clk:     testclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 		summary: &fakeSummary{},
-		workers: &fakeWorkers{states: map[types.UID]podworker.State{}},
+		workers: &fakeWorkers{states: map[types.UID]podworker.State{}, cleaned: map[types.UID]bool{}},
 		status:  &fakeStatuses{m: map[types.UID]v1.PodStatus{}},
 		rec:     &fakeRecorder{},
 	}
@@ -211,9 +227,21 @@ func TestHardThresholdEvictsOnePodAtATime(t *testing.T) {
 	if got := len(h.killed()); got != 1 {
 		t.Fatalf("evicted %d pods while the first one stops, want 1", got)
 	}
-	// Stopped, still under pressure: the next pod goes.
+	// Stopped but its volumes and cgroup not yet released: still waiting.
 	h.workers.set("hog", podworker.StateTerminated)
 	h.clk.Step(time.Second)
+	h.pass()
+	if got := len(h.killed()); got != 1 {
+		t.Fatalf("evicted %d pods before the first one was cleaned up, want 1", got)
+	}
+	// Cleaned up: the next decision waits for fresh stats.
+	h.workers.clean("hog")
+	h.clk.Step(time.Second)
+	h.pass()
+	if got := len(h.killed()); got != 1 {
+		t.Fatalf("evicted %d pods right after the clean-up, want 1", got)
+	}
+	h.clk.Step(settlePeriod)
 	h.pass()
 	if got := fmt.Sprint(h.killed()); got != "[hog/kill/keep=true/grace=1 calm/kill/keep=true/grace=1]" {
 		t.Fatalf("kills = %s, want calm next", got)
@@ -270,10 +298,12 @@ func TestPressureTransitionPeriodAndMinimumReclaim(t *testing.T) {
 	if got := len(h.killed()); got != 1 {
 		t.Fatalf("evicted %d, want 1", got)
 	}
-	h.workers.set("a", podworker.StateTerminated)
+	h.workers.clean("a")
 	// Above the threshold but within the minimum reclaim: still met.
 	h.summary.set(150, use)
 	h.clk.Step(time.Second)
+	h.pass() // sees a cleaned up
+	h.clk.Step(settlePeriod)
 	h.pass()
 	if got := fmt.Sprint(h.killed()); got != "[a/kill/keep=true/grace=1 b/kill/keep=true/grace=1]" {
 		t.Fatalf("kills = %s, want b evicted within the minimum reclaim", got)
@@ -361,7 +391,7 @@ func TestVictimForgottenOnceStoppedWithoutPressure(t *testing.T) {
 	if h.m.victim != "a" {
 		t.Errorf("victim forgotten while it stops")
 	}
-	h.workers.set("a", podworker.StateTerminated)
+	h.workers.clean("a")
 	h.clk.Step(time.Second)
 	h.pass()
 	if h.m.victim != "" {

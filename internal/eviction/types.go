@@ -26,11 +26,14 @@ type Pods interface {
 // WorkerKiller is the part of the pod workers eviction drives.
 //
 // Contract: State reports where a pod is in its lifecycle (false for an
-// unknown UID); Update with UpdateKill and Keep stops the pod within the
-// given grace period and never starts it again under its UID, without
-// blocking. Both are safe for concurrent use.
+// unknown UID); Cleaned reports that nothing of the pod is left (stopped
+// and its volumes and cgroups released, or unknown); Update with
+// UpdateKill and Keep stops the pod within the given grace period and
+// never starts it again under its UID, without blocking. All are safe for
+// concurrent use.
 type WorkerKiller interface {
 	State(uid types.UID) (podworker.State, bool)
+	Cleaned(uid types.UID) bool
 	Update(u podworker.Update)
 }
 

@@ -259,6 +259,16 @@ func (w *Workers) Forget(uid types.UID) {
 	w.terminateLocked(ps, nil)
 }
 
+// Cleaned reports whether nothing of the pod is left: it is terminated
+// and SyncTerminatedPod released what it held (volumes, cgroups), or its
+// UID is unknown.
+func (w *Workers) Cleaned(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ps := w.pods[uid]
+	return ps == nil || (ps.state == StateTerminated && ps.cleaned)
+}
+
 // Known reports whether uid has a worker record (in any state).
 func (w *Workers) Known(uid types.UID) bool {
 	w.mu.Lock()

@@ -941,6 +941,9 @@ func TestKillKeepHoldsTheTerminatedPod(t *testing.T) {
 	p := newPod("a", "web", int64p(20))
 	h.w.Update(Update{Type: UpdateCreate, Pod: p})
 	h.expect(opSync, "a")
+	if h.w.Cleaned("a") {
+		t.Errorf("Cleaned = true for a syncing pod")
+	}
 	h.w.Update(Update{Type: UpdateKill, Pod: p, GracePeriod: int64p(1), Keep: true})
 	if c := h.expect(opTerminating, "a"); c.grace != 1 {
 		t.Errorf("grace period = %d, want 1", c.grace)
@@ -949,6 +952,9 @@ func TestKillKeepHoldsTheTerminatedPod(t *testing.T) {
 	h.noCalls()
 	if st := h.state("a"); st != StateTerminated {
 		t.Fatalf("state = %s, want terminated (kept)", st)
+	}
+	if !h.w.Cleaned("a") {
+		t.Errorf("Cleaned = false after SyncTerminatedPod succeeded")
 	}
 	// Still desired: an update of the pod does not start it again.
 	h.w.Update(Update{Type: UpdateUpdate, Pod: p})

@@ -182,10 +182,12 @@ func nodeMemoryAvailable(t *testing.T) int64 {
 	return total - (usage - inactive)
 }
 
-// TestClusterEvictionMemory sets evictionHard memory.available 1.25 GiB
-// below what the node has available, and a BestEffort pod fills 2.5 GiB of
-// a memory-backed emptyDir (the threshold also lowers allocatable, which
-// bounds the kubepods cgroup and the tmpfs): it is evicted for memory (Failed, Evicted,
+// TestClusterEvictionMemory sets evictionHard memory.available 4 GiB
+// below what the node has available (a wide margin: other users of the
+// machine move its available memory by gigabytes), and a BestEffort pod
+// fills 5.5 GiB of a memory-backed emptyDir (the threshold also lowers
+// allocatable, which bounds the tmpfs; the kubepods cgroup is left
+// unlimited so that no OOM kill interferes): it is evicted for memory (Failed, Evicted,
 // upstream's message naming its container), the node reports
 // MemoryPressure, and a pod using less than its requests keeps running.
 // kernelMemcgNotification is on, so the crossing is seen at once.
@@ -193,14 +195,15 @@ func TestClusterEvictionMemory(t *testing.T) {
 	requireCluster(t)
 	const gi = int64(1) << 30
 	avail := nodeMemoryAvailable(t)
-	if avail < 6*gi {
-		t.Skipf("only %d MiB available; the test needs 6 GiB", avail>>20)
+	if avail < 10*gi {
+		t.Skipf("only %d MiB available; the test needs 10 GiB", avail>>20)
 	}
-	threshold := (avail - 5*gi/4) >> 20
+	threshold := (avail - 4*gi) >> 20
 	h := startClusterHeartlet(t, clusterOptions{config: fmt.Sprintf(`evictionHard:
   memory.available: "%dMi"
 evictionPressureTransitionPeriod: 30s
 kernelMemcgNotification: true
+enforceNodeAllocatable: ["none"]
 `, threshold)})
 	bound := func(p *v1.Pod) { p.Spec.NodeName = clusterNode }
 	modest := apiPod("evict-mem-modest", func(p *v1.Pod) {
@@ -214,7 +217,7 @@ kernelMemcgNotification: true
 	hog := apiPod("evict-mem-hog", func(p *v1.Pod) {
 		bound(p)
 		p.Spec.Volumes = []v1.Volume{{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}}
-		p.Spec.Containers = []v1.Container{shContainer("hog", "dd if=/dev/zero of=/mem/fill bs=1M count=2560; "+sleeper)}
+		p.Spec.Containers = []v1.Container{shContainer("hog", "dd if=/dev/zero of=/mem/fill bs=1M count=5632; "+sleeper)}
 		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
 	})
 	createPod(t, hog)

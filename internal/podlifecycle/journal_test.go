@@ -20,23 +20,33 @@ func TestAdmitJournal(t *testing.T) {
 	refuse := func(AdmitAttrs) admission.Result {
 		return admission.Result{Reason: "OutOfpods", Message: "Node didn't have enough resource: pods"}
 	}
+	warn := func(AdmitAttrs) []Warning {
+		return []Warning{{Reason: "UnsupportedPodField", Message: "spec.x is not acted on"}}
+	}
 	tests := []struct {
 		name        string
 		preds       []Predicate
-		wantReason  string
-		wantMessage string
+		warners     []Warner
+		wantReason  []string
+		wantMessage []string
 	}{
-		{"admitted", nil, "", "admitted"},
-		{"rejected", []Predicate{refuse}, "OutOfpods", "rejected: Node didn't have enough resource: pods"},
+		{"admitted", nil, nil, []string{""}, []string{"admitted"}},
+		{"admitted with a warning", nil, []Warner{warn}, []string{"", "UnsupportedPodField"}, []string{"admitted", "warning: spec.x is not acted on"}},
+		{"rejected", []Predicate{refuse}, []Warner{warn}, []string{"OutOfpods"}, []string{"rejected: Node didn't have enough resource: pods"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			j := journal.New(8, testclock.NewFakePassiveClock(time.Unix(0, 0)))
-			a := NewAdmitter(AdmitterOptions{Predicates: tc.preds, Desired: &fakeDesired{}, Workers: newFakeWorkers(), Statuses: newFakeStatuses(), Journal: j})
+			a := NewAdmitter(AdmitterOptions{Predicates: tc.preds, Warners: tc.warners, Desired: &fakeDesired{}, Workers: newFakeWorkers(), Statuses: newFakeStatuses(), Journal: j})
 			a.Admit(t.Context(), pod("a"))
 			got := j.Entries("a")
-			if len(got) != 1 || got[0].Kind != journal.KindAdmission || got[0].Reason != tc.wantReason || got[0].Message != tc.wantMessage {
-				t.Fatalf("journal = %+v, want one admission entry %q (%q)", got, tc.wantMessage, tc.wantReason)
+			if len(got) != len(tc.wantMessage) {
+				t.Fatalf("journal = %+v, want %q", got, tc.wantMessage)
+			}
+			for i, e := range got {
+				if e.Kind != journal.KindAdmission || e.Reason != tc.wantReason[i] || e.Message != tc.wantMessage[i] {
+					t.Errorf("entry %d = %+v, want admission %q (%q)", i, e, tc.wantMessage[i], tc.wantReason[i])
+				}
 			}
 		})
 	}

@@ -182,7 +182,7 @@ func (f fakeServiceEnv) ServiceEnv(*v1.Pod) ([]v1.EnvVar, error) { return f.env,
 // envFrom), and may be referenced with $(NAME), as upstream.
 func TestContainerEnvServices(t *testing.T) {
 	h := newHarness(t)
-	h.useVolumes(&fakeVolumes{configMaps: map[string]map[string]string{"default/cfg": {"WEB_SERVICE_PORT": "from-cm"}}})
+	h.syncer.opts.Env = &fakeVolumes{configMaps: map[string]map[string]string{"default/cfg": {"WEB_SERVICE_PORT": "from-cm"}}}
 	h.syncer.opts.ServiceEnv = fakeServiceEnv{env: []v1.EnvVar{
 		{Name: "KUBERNETES_SERVICE_HOST", Value: "10.0.0.1"},
 		{Name: "WEB_SERVICE_HOST", Value: "10.0.0.3"},

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/metrics"
+	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/status"
@@ -542,7 +543,7 @@ func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus
 func stopOrder(pod *v1.Pod, cs []*runtime.ContainerStatus) (first, sidecars []*runtime.ContainerStatus) {
 	rank := map[string]int{}
 	for i := range pod.Spec.InitContainers {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
+		if podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
 			rank[pod.Spec.InitContainers[i].Name] = i + 1
 		}
 	}

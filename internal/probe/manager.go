@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heartlet/heartlet/internal/podspec"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -161,7 +162,7 @@ func probedContainers(pod *v1.Pod) []*v1.Container {
 	var out []*v1.Container
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if podspec.IsSidecar(c) {
 			out = append(out, c)
 		}
 	}

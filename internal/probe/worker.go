@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/metrics"
+	"github.com/heartlet/heartlet/internal/podspec"
 )
 
 // worker probes one kind of probe of one container, periodically, until
@@ -177,7 +178,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 	if !ok {
 		return true // not reported yet
 	}
-	if status.Phase == v1.PodFailed || status.Phase == v1.PodSucceeded {
+	if podspec.IsTerminalPhase(status.Phase) {
 		logger.V(3).Info("Pod has finished; stopping its probe", "phase", status.Phase)
 		return false
 	}

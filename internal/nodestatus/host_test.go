@@ -103,26 +103,6 @@ func TestParseCPUList(t *testing.T) {
 	}
 }
 
-func TestParseMemTotal(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    int64
-		wantErr bool
-	}{
-		{"MemTotal:       16384 kB\nMemFree: 1 kB\n", 16384 * 1024, false},
-		{"MemFree: 1 kB\nMemTotal: 2 kB", 2048, false},
-		{"MemFree: 1 kB\n", 0, true},
-		{"MemTotal: x kB\n", 0, true},
-		{"MemTotal: 5 MB\n", 0, true},
-	}
-	for _, tc := range tests {
-		got, err := parseMemTotal([]byte(tc.in))
-		if (err != nil) != tc.wantErr || got != tc.want {
-			t.Errorf("parseMemTotal(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.wantErr)
-		}
-	}
-}
-
 func TestParseOSRelease(t *testing.T) {
 	tests := []struct {
 		name string

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 
-	"github.com/heartlet/heartlet/internal/runtime"
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/version"
 )
 
@@ -131,7 +131,7 @@ func (s *Syncer) killContainer(ctx context.Context, pod *v1.Pod, name, id string
 		grace = minimumGracePeriod
 	}
 	logger.V(2).Info("Stopping container", "gracePeriod", grace)
-	if err := s.rt.StopContainer(ctx, id, grace); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+	if err := s.rt.StopContainer(ctx, id, grace); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("stop container %s: %w", name, err)
 	}
 	return nil

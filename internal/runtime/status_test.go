@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/runtime/fakecri"
 )
@@ -264,7 +265,7 @@ func TestGetPodStatusVanishing(t *testing.T) {
 			w.srv.InjectError(tt.method, tt.err)
 			st, err := w.r.GetPodStatus(context.Background(), pod.UID)
 			if tt.wantErr {
-				if err == nil || errors.Is(err, ErrNotFound) {
+				if err == nil || errors.Is(err, errdefs.ErrNotFound) {
 					t.Fatalf("GetPodStatus = %v, want a non-NotFound error", err)
 				}
 				return

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heartlet/heartlet/internal/coalesce"
 	"github.com/heartlet/heartlet/internal/podspec"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -14,8 +15,19 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// updatesBuffer is how many result changes may wait for their reader.
+// updatesBuffer is how many result changes the updates channel holds. When
+// it is full, the latest change of each probe waits beside it (coalesced)
+// until a later probe round finds room: a worker never blocks on its
+// reader and no change is lost.
 const updatesBuffer = 128
+
+// updateKey is what a waiting update is coalesced by: one probe of one
+// container.
+type updateKey struct {
+	pod       types.UID
+	container string
+	kind      Kind
+}
 
 // Options are what the manager needs.
 type Options struct {
@@ -62,7 +74,7 @@ type Manager struct {
 	opts    Options
 	clock   clock.WithTicker
 	prober  *prober
-	updates chan Update
+	updates *coalesce.Queue[updateKey, Update]
 	// started is when the manager was made: containers running since
 	// before it were adopted from an earlier heartlet.
 	started time.Time
@@ -90,7 +102,7 @@ func NewManager(opts Options) *Manager {
 		opts:    opts,
 		clock:   clk,
 		prober:  newProber(opts.Exec),
-		updates: make(chan Update, updatesBuffer),
+		updates: coalesce.New[updateKey, Update](updatesBuffer),
 		started: clk.Now(),
 		pods:    map[types.UID]*v1.Pod{},
 		workers: map[workerKey]*worker{},
@@ -117,10 +129,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
-// Updates delivers every change of a result. Its reader must keep up:
-// workers wait for it.
+// Updates delivers the changes of results. Workers never wait for its
+// reader: when the reader falls behind, the changes of a probe it has not
+// taken yet are coalesced to the latest.
 func (m *Manager) Updates() <-chan Update {
-	return m.updates
+	return m.updates.C()
 }
 
 // AddPod starts a worker for every probe of the pod's app containers and
@@ -240,11 +253,7 @@ func (m *Manager) set(ctx context.Context, w *worker, containerID string, r Resu
 	klog.FromContext(ctx).V(2).Info("Probe result changed", "pod", klog.KObj(pod), "podUID", pod.UID,
 		"container", w.container.Name, "probeType", w.kind, "result", r)
 	u := Update{PodUID: pod.UID, ContainerName: w.container.Name, ContainerID: containerID, Kind: w.kind, Result: r}
-	select {
-	case m.updates <- u:
-	case <-ctx.Done():
-	case <-w.stopCh:
-	}
+	m.updates.Send(updateKey{u.PodUID, u.ContainerName, u.Kind}, u)
 }
 
 // remove forgets a result.

@@ -112,6 +112,8 @@ func (w *worker) run(ctx context.Context) {
 		w.m.workerDone(w)
 	}()
 	for {
+		// Changes that waited for room in the updates channel go first.
+		w.m.updates.Flush()
 		keep := w.doProbe(ctx)
 		if w.m.afterProbe != nil {
 			w.m.afterProbe(w)

@@ -108,7 +108,7 @@ func (f *fixture) drain() []Update {
 	var out []Update
 	for {
 		select {
-		case u := <-f.m.updates:
+		case u := <-f.m.updates.C():
 			out = append(out, u)
 		default:
 			return out

@@ -35,6 +35,7 @@ func TestImageUser(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = r.Close(context.Background()) })
 			gotUID, gotName, err := r.ImageUser(ctx, "img:1")
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {

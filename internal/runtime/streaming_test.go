@@ -94,6 +94,7 @@ func TestStreamingURLs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = r.Close(context.Background()) })
 			id := runContainer(t, ctx, f, r)
 			sb := f.Containers()[0].SandboxID
 			if tt.stopped {

@@ -87,8 +87,7 @@ type PLEG struct {
 	lastErr     error     // error of the last relist, nil after a success
 	running     bool
 
-	// afterRelist, when set, is called after every relist once the next
-	// one is scheduled. For tests.
+	// afterRelist is WithAfterRelist's function, nil without it.
 	afterRelist func()
 }
 
@@ -100,17 +99,31 @@ type record struct {
 
 // New returns a PLEG that lists pods with l every period (DefaultPeriod
 // when period <= 0). Nothing runs until Run.
-func New(l Lister, period time.Duration, clk clock.Clock) *PLEG {
+func New(l Lister, period time.Duration, clk clock.Clock, opts ...Option) *PLEG {
 	if period <= 0 {
 		period = DefaultPeriod
 	}
-	return &PLEG{
+	p := &PLEG{
 		lister: l,
 		period: period,
 		clk:    clk,
 		events: coalesce.New[types.UID, Event](eventBuffer),
 		prev:   map[types.UID]*record{},
 	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Option configures a PLEG.
+type Option func(*PLEG)
+
+// WithAfterRelist has Run call f after every relist, once the next one is
+// scheduled, from Run's goroutine. Tests use it to step a fake clock only
+// once the timer waits on it.
+func WithAfterRelist(f func()) Option {
+	return func(p *PLEG) { p.afterRelist = f }
 }
 
 // Events returns the channel of pod lifecycle events. It is never closed.

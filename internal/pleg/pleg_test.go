@@ -493,7 +493,7 @@ func TestRuntimeHealthyBeforeFirstRelist(t *testing.T) {
 func runPLEG(t *testing.T, p *PLEG) (scheduled chan struct{}, stop func()) {
 	t.Helper()
 	scheduled = make(chan struct{}, 100)
-	p.afterRelist = func() { scheduled <- struct{}{} }
+	WithAfterRelist(func() { scheduled <- struct{}{} })(p)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()

@@ -44,6 +44,11 @@ type Options struct {
 	// worker.initialFor): for a static pod, its mirror pod's status. nil,
 	// or false from it, uses pod.Status.
 	PreviousStatus func(pod *v1.Pod) (*v1.PodStatus, bool)
+	// AfterRound, when set, is called by a worker after each of its probe
+	// rounds, and WorkerExited when the worker has ended (with the
+	// manager's lock held: neither may call the Manager). Tests use them to
+	// wait for rounds instead of time.
+	AfterRound, WorkerExited func(pod types.UID, container string, kind Kind)
 }
 
 // previousStatus is the pod's status as the API last had it.
@@ -85,11 +90,6 @@ type Manager struct {
 	workers map[workerKey]*worker
 	results map[resultKey]Result
 	wg      sync.WaitGroup
-
-	// afterProbe and workerExited, when set (by tests), are called by a
-	// worker after each of its probe rounds and when it has ended.
-	afterProbe   func(w *worker)
-	workerExited func(w *worker)
 }
 
 // NewManager returns a manager; no worker runs before Run.
@@ -271,8 +271,8 @@ func (m *Manager) workerDone(w *worker) {
 	if m.workers[k] == w {
 		delete(m.workers, k)
 	}
-	if m.workerExited != nil {
-		m.workerExited(w)
+	if m.opts.WorkerExited != nil {
+		m.opts.WorkerExited(k.uid, k.container, k.kind)
 	}
 }
 

@@ -115,8 +115,8 @@ func (w *worker) run(ctx context.Context) {
 		// Changes that waited for room in the updates channel go first.
 		w.m.updates.Flush()
 		keep := w.doProbe(ctx)
-		if w.m.afterProbe != nil {
-			w.m.afterProbe(w)
+		if f := w.m.opts.AfterRound; f != nil {
+			f(w.getPod().UID, w.container.Name, w.kind)
 		}
 		if !keep {
 			return

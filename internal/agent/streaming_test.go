@@ -84,6 +84,7 @@ func TestStreamer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	sb, ids := startFakeContainers(t, ctx, f, rt, "main", "term", "debug")
 
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u1"},

@@ -218,6 +218,14 @@ write_configs() {
 		          BinaryName = "/usr/sbin/runc"
 		          Root = "$RUNC_ROOT"
 		          SystemdCgroup = false
+		      # A second handler for RuntimeClass tests: the same runc under
+		      # another name (TestClusterRuntimeClass).
+		      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.heartlet-test]
+		        runtime_type = "io.containerd.runc.v2"
+		        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.heartlet-test.options]
+		          BinaryName = "/usr/sbin/runc"
+		          Root = "$RUNC_ROOT"
+		          SystemdCgroup = false
 		    [plugins."io.containerd.grpc.v1.cri".cni]
 		      bin_dir = "/usr/lib/cni"
 		      conf_dir = "$CNI_CONF_DIR"

@@ -33,6 +33,8 @@ if [[ $mode == test ]]; then
 	packages+=(etcd-server openssl curl)
 	# systemd-analyze, which checks the unit files of deploy/systemd.
 	packages+=(systemd)
+	# The headless browser of the node page's test (TestNodePage).
+	packages+=(chromium)
 fi
 
 missing=()

@@ -3,6 +3,7 @@
 //	heartlet [flags]                          run the node agent
 //	heartlet validate --config FILE [flags]   check a configuration, print the effective one
 //	heartlet doctor [flags]                   check the node as heartlet would run on it
+//	heartlet explain [flags] NAMESPACE/POD    print heartlet's decisions about a pod
 //	heartlet version                          print the version and build information
 package main
 
@@ -57,6 +58,7 @@ Usage:
   heartlet [flags]                          run the node agent
   heartlet validate --config FILE [flags]   check a configuration and print the effective one
   heartlet doctor [flags]                   check this node as heartlet would run on it (see heartlet doctor --help)
+  heartlet explain [flags] NAMESPACE/POD    print why a pod is (not) running (see heartlet explain --help)
   heartlet version                          print the version and build information
 
 Flags:
@@ -71,6 +73,8 @@ func (c *command) run(ctx context.Context, args []string) int {
 			return c.validate(args[1:])
 		case "doctor":
 			return c.doctor(ctx, args[1:])
+		case "explain":
+			return c.explain(ctx, args[1:])
 		case "version":
 			if len(args) > 1 {
 				fmt.Fprintf(c.stderr, "heartlet: version takes no arguments, got %q\n", args[1])

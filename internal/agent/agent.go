@@ -29,16 +29,21 @@ import (
 
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/eviction"
 	"github.com/heartlet/heartlet/internal/healthz"
 	"github.com/heartlet/heartlet/internal/images"
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/logrotate"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/mirror"
+	"github.com/heartlet/heartlet/internal/nodepage"
 	"github.com/heartlet/heartlet/internal/nodestatus"
 	"github.com/heartlet/heartlet/internal/pleg"
 	"github.com/heartlet/heartlet/internal/podconfig"
+	"github.com/heartlet/heartlet/internal/podfields"
 	"github.com/heartlet/heartlet/internal/podlifecycle"
+	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podsource/apiserver"
 	"github.com/heartlet/heartlet/internal/podsource/file"
 	"github.com/heartlet/heartlet/internal/podstartup"
@@ -47,6 +52,7 @@ import (
 	"github.com/heartlet/heartlet/internal/probe"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
+	"github.com/heartlet/heartlet/internal/serviceenv"
 	"github.com/heartlet/heartlet/internal/status"
 	"github.com/heartlet/heartlet/internal/sysctl"
 	"github.com/heartlet/heartlet/internal/version"
@@ -114,6 +120,7 @@ type components struct {
 	workers    *podworker.Workers
 	probes     *probe.Manager
 	volumes    *volume.Manager
+	resources  *podresources.Set
 	rotation   *logrotate.Manager
 	desired    *podconfig.Config
 	fileSource *file.Source
@@ -122,16 +129,22 @@ type components struct {
 	statusSync *status.Syncer
 	dispatcher *podlifecycle.Dispatcher
 	housekeep  *podlifecycle.Housekeeper
+	eviction   *eviction.Manager
 
 	// Shared between the build steps.
 	statuses    *status.Manager
 	startup     *podstartup.Tracker
+	journal     *journal.Journal
+	nodePage    *nodepage.Page
 	syncLoop    *healthz.SyncLoop
 	recorder    record.EventRecorder // nil in standalone mode
 	allocatable func() v1.ResourceList
+	summary     server.SummaryProvider
 	syncer      *podsync.Syncer
 	sources     []string
 	mirrors     *mirrorPods
+	features    podfields.Features
+	serviceEnv  *serviceenv.Env // nil in standalone mode
 
 	// closers run when Run returns, last first.
 	closers []func()
@@ -238,6 +251,7 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 		nodeName: a.opts.NodeName,
 		statuses: status.NewManager(a.clock),
 		startup:  podstartup.New(a.clock),
+		journal:  journal.New(journal.DefaultSize, a.clock),
 		pleg:     pleg.New(conn.rt, time.Second, a.clock),
 	}
 	defer func() {
@@ -249,6 +263,9 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 	if err := a.buildServers(c, conn); err != nil {
 		return nil, err
 	}
+	if c.eviction, err = a.newEviction(ctx, c); err != nil {
+		return nil, err
+	}
 	if cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS {
 		if c.cgroups, err = newCgroups(cfg); err != nil {
 			return nil, fmt.Errorf("cgroups: %w", err)
@@ -256,6 +273,7 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 	}
 	a.buildSources(ctx, c, conn)
 	a.buildWorkers(ctx, c, conn)
+	c.features = runtimeFeatures(ctx, conn.rt)
 	if err := a.buildLifecycle(c); err != nil {
 		return nil, err
 	}
@@ -279,6 +297,8 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 		{Name: "runtime", Check: c.pleg.RuntimeHealthy},
 	}
 	statsHandlers := newStats(a.opts, rt, a.clock)
+	c.nodePage = a.newNodePage(c, statsHandlers.Summary)
+	c.summary = statsHandlers.Summary
 	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
 		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
 		c.servers = append(c.servers, server.NewHealthz(addr, checks...))
@@ -290,10 +310,15 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 		ro := server.NewReadOnly(addr, statuses.Pods, mh, checks...)
 		ro.Handle("GET /metrics/probes", probeMetrics)
 		ro.InstallStats(statsHandlers)
+		ro.Handle(server.JournalPath, server.JournalHandler(journalLookup(c.journal, c.desiredPods, statuses.Pods)))
+		for pattern, h := range c.nodePage.Handlers() {
+			ro.Handle(pattern, h)
+		}
 		c.servers = append(c.servers, ro)
 	}
 	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, streams: rt, pods: statuses.Pods, checks: checks, hostname: conn.hostname, nodeIPs: conn.nodeIPs,
-		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics, stats: statsHandlers}
+		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics, stats: statsHandlers,
+		journal: journalLookup(c.journal, c.desiredPods, statuses.Pods), extra: c.nodePage.Handlers()}
 	if conn.kube != nil {
 		apiDeps.kube = conn.kube.Kube
 	}
@@ -332,7 +357,9 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 		er, stopRecs := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName)
 		c.closers = append(c.closers, stopRecs)
 		c.recorder = er
-		c.node = nodestatus.New(cl.Kube, a.clock, a.nodeOptions(cl, conn.nodeIPs, er), conn.rt, c.pleg.Healthy)
+		nodeOpts := a.nodeOptions(cl, conn.nodeIPs, er)
+		nodeOpts.Pressure = c.eviction
+		c.node = nodestatus.New(cl.Kube, a.clock, nodeOpts, conn.rt, c.pleg.Healthy)
 		c.allocatable = c.node.Allocatable
 	}
 }
@@ -358,8 +385,9 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		NodeIPs:     conn.nodeIPs,
 		Allocatable: c.allocatable,
 	})
+	c.resources = newPodResources(c.cgroups, c.volumes, cfg.PodLogsDir, a.opts.RootDir)
 	startedAt := a.clock.Now()
-	c.probes = probe.NewManager(probe.Options{Exec: rt, Status: c.statuses, Recorder: probeRecorder(rec), Clock: a.clock,
+	c.probes = probe.NewManager(probe.Options{Exec: rt, Status: c.statuses, Recorder: probeRecorder(rec), Clock: a.clock, Journal: c.journal,
 		PreviousStatus: func(pod *v1.Pod) (*v1.PodStatus, bool) {
 			// A static pod's status in the API is its mirror pod's.
 			if c.apiPods == nil || !podconfig.IsStatic(pod) {
@@ -392,8 +420,11 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		MachineMemory: machineMemory(),
 		Allocatable:   c.allocatable,
 		Clock:         a.clock,
-		Volumes:       c.volumes,
+		Resources:     c.resources,
+		Mounts:        c.volumes,
+		Env:           c.volumes,
 		Recorder:      rec,
+		Journal:       c.journal,
 
 		DisableCPUQuota:           !cpuCFSQuota(cfg),
 		CPUPeriod:                 cpuCFSQuotaPeriod(cfg),
@@ -412,13 +443,16 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 			Burst:       int(cfg.RegistryBurst),
 			Clock:       a.clock,
 		}),
-		CheckDisk: diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
+		CheckDisk:      diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
+		ServiceEnv:     buildServiceEnv(c, cl),
+		RuntimeClasses: runtimeClasses(cl),
 	}, rt, podsyncCgroups(c.cgroups), c.startup.Sink(c.statuses))
 	c.workers = podworker.New(c.syncer, a.clock, cfg.SyncFrequency.Duration)
 
 	if cl != nil {
 		c.mirrors = &mirrorPods{mirrors: mirror.New(cl.Kube, a.opts.NodeName, c.node.Node), desired: c.desired, api: c.apiPods}
 		c.statusSync = status.NewSyncer(cl.Kube, c.statuses, a.clock, status.SyncerOptions{
+			Journal: c.journal,
 			CanDelete: func(uid types.UID) bool {
 				st, ok := c.workers.State(uid)
 				return !ok || st == podworker.StateTerminated
@@ -441,17 +475,22 @@ func (a *Agent) buildLifecycle(c *components) error {
 	if err != nil {
 		return fmt.Errorf("allowedUnsafeSysctls: %w", err)
 	}
+	fieldsPred, fieldsWarn := podFieldsAdmission(c.features)
 	admOpts := podlifecycle.AdmitterOptions{
 		// Sysctls are checked before the node predicates, as upstream
 		// orders its admit handlers.
 		Predicates: []podlifecycle.Predicate{
+			evictionPredicate(c.eviction),
 			podlifecycle.SysctlPredicate(allowSysctls),
+			fieldsPred,
 			podlifecycle.NodePredicate(maxPods(cfg)),
 		},
+		Warners:  []podlifecycle.Warner{fieldsWarn},
 		Desired:  c.desired,
 		Workers:  c.workers,
 		Statuses: c.statuses,
 		Recorder: c.recorder,
+		Journal:  c.journal,
 	}
 	if c.node != nil {
 		admOpts.Node, admOpts.Allocatable = c.node.Node, c.node.Allocatable
@@ -466,9 +505,10 @@ func (a *Agent) buildLifecycle(c *components) error {
 		Admitter:  adm,
 		Runtime:   c.pleg,
 		Remover:   c.syncer,
-		Resources: newPodResources(c.volumes, c.cgroups),
+		Resources: c.resources,
 		Loop:      c.syncLoop,
 		Clock:     a.clock,
+		Journal:   c.journal,
 	}
 	if c.mirrors != nil {
 		hkOpts.Mirrors = c.mirrors
@@ -529,6 +569,7 @@ func (c *components) run(ctx context.Context) error {
 	}
 	g.Go(func() error { c.runAPIAuth(ctx); return nil })
 	g.Go(func() error { return c.logCheck.Run(ctx) })
+	g.Go(func() error { return c.nodePage.Run(ctx) })
 	g.Go(func() error { return c.pleg.Run(ctx) })
 	g.Go(func() error { return c.workers.Run(ctx) })
 	g.Go(func() error { return c.probes.Run(ctx) })
@@ -542,10 +583,12 @@ func (c *components) run(ctx context.Context) error {
 		g.Go(func() error { return c.node.Run(ctx) })
 		g.Go(func() error { return c.apiPods.Run(ctx) })
 		g.Go(func() error { return c.statusSync.Run(ctx) })
+		g.Go(func() error { return c.serviceEnv.Run(ctx) })
 	}
 	g.Go(func() error { return c.dispatcher.Run(ctx, c.desired.Updates()) })
 	g.Go(func() error { return relay(ctx, c.pleg, c.workers) })
 	g.Go(func() error { return c.housekeep.Run(ctx) })
+	g.Go(func() error { return c.eviction.Run(ctx) })
 	klog.FromContext(ctx).Info("Started heartlet", "node", c.nodeName, "staticPodPath", c.cfg.StaticPodPath)
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {

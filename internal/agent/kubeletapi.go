@@ -41,6 +41,8 @@ type kubeletAPIDeps struct {
 	hostname string
 	nodeIPs  []string
 	stats    server.StatsHandlers
+	journal  server.JournalLookup
+	extra    map[string]http.Handler // more handlers behind authn/authz (the node page)
 }
 
 // newKubeletAPI builds the authenticated HTTPS server on address:port and
@@ -107,6 +109,8 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 		Streaming:    streaming,
 		Debug:        ptr.To(debugOptions(cfg)),
 		Stats:        d.stats,
+		Journal:      d.journal,
+		Extra:        d.extra,
 	})
 	return s, a, nil
 }

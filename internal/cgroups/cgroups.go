@@ -395,6 +395,44 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
+// AdoptPod records a pod whose cgroup survived a restart of heartlet, so
+// the burstable class's cpu weight counts it again. It creates no cgroup
+// and writes no pod limit; a pod without a cgroup is left alone. It is
+// idempotent.
+func (m *Manager) AdoptPod(ctx context.Context, pod *v1.Pod) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validUID(pod.UID); err != nil {
+		return err
+	}
+	hs, err := m.hierarchies()
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, h := range hs {
+		dir := filepath.Join(h, filepath.FromSlash(m.PodCgroupParent(pod)))
+		if _, err := os.Stat(dir); err == nil {
+			found = true
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("pod cgroup %s: %w", dir, err)
+		}
+	}
+	if !found {
+		return nil
+	}
+	m.mu.Lock()
+	err = m.trackBurstable(pod, pod.UID, true)
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("update burstable cgroup: %w", err)
+	}
+	klog.FromContext(ctx).V(4).Info("Adopted pod cgroup", "pod", klog.KObj(pod), "podUID", pod.UID)
+	return nil
+}
+
 // RemovePod removes the pod's cgroup under whichever QoS class holds it,
 // in every hierarchy, with the child cgroups the runtime left below it
 // (depth first). It kills nothing: when any of those cgroups still holds a

@@ -705,3 +705,52 @@ func FuzzUIDFromDirName(f *testing.F) {
 		}
 	})
 }
+
+// After a restart, AdoptPod counts a pod whose cgroup exists in the
+// burstable weight again, without touching the pod's cgroup; a pod without
+// a cgroup is neither created nor counted.
+func TestAdoptPod(t *testing.T) {
+	ctx := context.Background()
+	root := fakeV1(t)
+	opts := Options{Root: root, NodeAllocatable: rl("cpu", "2", "memory", "4Gi")}
+	m := newManager(t, opts)
+	if err := m.EnsureQOS(ctx); err != nil {
+		t.Fatal(err)
+	}
+	running := testPod("b1", req(rl("cpu", "250m"), nil))
+	if err := m.EnsurePod(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	shares := filepath.Join(root, "cpu/kubepods/burstable/cpu.shares")
+	want := readTrim(t, shares)
+
+	restarted := newManager(t, opts)
+	if err := restarted.EnsureQOS(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTrim(t, shares); got == want {
+		t.Fatalf("the restarted manager's weight %s already counts the pod: the test shows nothing", got)
+	}
+	podDir := filepath.Join(root, "cpu/kubepods/burstable/podb1")
+	if err := os.WriteFile(filepath.Join(podDir, "cpu.shares"), []byte("7"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	absent := testPod("b2", req(rl("cpu", "500m"), nil))
+	for range 2 {
+		if err := restarted.AdoptPod(ctx, running); err != nil {
+			t.Fatal(err)
+		}
+		if err := restarted.AdoptPod(ctx, absent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := readTrim(t, shares); got != want {
+		t.Errorf("burstable cpu.shares after AdoptPod = %s, want %s (the adopted pod only)", got, want)
+	}
+	if got := readTrim(t, filepath.Join(podDir, "cpu.shares")); got != "7" {
+		t.Errorf("AdoptPod rewrote the pod's cpu.shares: %s", got)
+	}
+	if exists(filepath.Join(root, "cpu/kubepods/burstable/podb2")) {
+		t.Error("AdoptPod created a cgroup for a pod without one")
+	}
+}

@@ -272,6 +272,19 @@ func validateEviction(kc *kubeletv1beta1.KubeletConfiguration) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateThresholds(field.NewPath("evictionMinimumReclaim"), kc.EvictionMinimumReclaim, false)...)
+	// heartlet's containers' writable layers are on the image filesystem
+	// (or the node's): their thresholds apply, a containerfs.* threshold
+	// would not be acted on.
+	for _, f := range []struct {
+		path *field.Path
+		m    map[string]string
+	}{{field.NewPath("evictionHard"), kc.EvictionHard}, {soft, kc.EvictionSoft}, {grace, kc.EvictionSoftGracePeriod}, {field.NewPath("evictionMinimumReclaim"), kc.EvictionMinimumReclaim}} {
+		for _, k := range sortedKeys(f.m) {
+			if strings.HasPrefix(k, "containerfs.") {
+				errs = append(errs, field.Invalid(f.path.Key(k), f.m[k], "not supported: the containers' writable layers are on the image filesystem; set imagefs.* (or nodefs.*) instead"))
+			}
+		}
+	}
 	return errs
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,12 +76,19 @@ func TestValidate(t *testing.T) {
 		}, []string{"enforceNodeAllocatable"}},
 		{"cpuCFSQuotaPeriod too short", func(c *kc) { c.CPUCFSQuotaPeriod = &metav1.Duration{Duration: 500 * time.Microsecond} }, []string{"cpuCFSQuotaPeriod"}},
 		{"cpuCFSQuotaPeriod too long", func(c *kc) { c.CPUCFSQuotaPeriod = &metav1.Duration{Duration: 2 * time.Second} }, []string{"cpuCFSQuotaPeriod"}},
-		{"evictionHard every signal", func(c *kc) {
+		{"evictionHard every signal but containerfs", func(c *kc) {
 			c.EvictionHard = map[string]string{}
 			for _, s := range EvictionSignals {
-				c.EvictionHard[s] = "5%"
+				if !strings.HasPrefix(s, "containerfs.") {
+					c.EvictionHard[s] = "5%"
+				}
 			}
 		}, nil},
+		{"containerfs thresholds refused", func(c *kc) {
+			c.EvictionHard["containerfs.available"] = "10%"
+			c.EvictionSoft = map[string]string{"containerfs.inodesFree": "10%"}
+			c.EvictionSoftGracePeriod = map[string]string{"containerfs.inodesFree": "1m"}
+		}, []string{"evictionHard[containerfs.available]", "evictionSoft[containerfs.inodesFree]", "evictionSoftGracePeriod[containerfs.inodesFree]"}},
 		{"evictionHard unknown signal", func(c *kc) { c.EvictionHard["memory.free"] = "1Gi" }, []string{"evictionHard[memory.free]"}},
 		{"evictionHard not a quantity", func(c *kc) { c.EvictionHard["memory.available"] = "lots" }, []string{"evictionHard[memory.available]"}},
 		{"evictionHard zero quantity", func(c *kc) { c.EvictionHard["memory.available"] = "0" }, []string{"evictionHard[memory.available]"}},

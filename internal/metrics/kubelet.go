@@ -111,8 +111,8 @@ var (
 		Help:      "Cumulative number of the run_podsandbox operation errors by RuntimeClass.Handler.",
 	}, []string{"runtime_handler"})
 
-	// Evictions counts pod evictions by eviction_signal. heartlet has no
-	// eviction manager yet: it has no series.
+	// Evictions counts pod evictions by eviction_signal (internal/eviction);
+	// a signal has a series from its first eviction on.
 	Evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Subsystem: subsystem,
 		Name:      "evictions",

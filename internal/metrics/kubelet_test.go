@@ -20,8 +20,7 @@ func TestLint(t *testing.T) {
 		}
 		for _, p := range problems {
 			if p.Metric == "kubelet_evictions" && strings.Contains(p.Text, `"_total" suffix`) {
-				// Upstream's name, kept for compatibility. It has no series
-				// until evictions exist, so the exposition lints clean.
+				// Upstream's name, kept for compatibility.
 				continue
 			}
 			t.Errorf("%s: %s: %s", name, p.Metric, p.Text)

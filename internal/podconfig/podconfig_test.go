@@ -118,6 +118,10 @@ func TestSetDiff(t *testing.T) {
 	gateMissing := withCondition(a, gate, "")
 	readyFlip := withForeignCondition(gateTrue, v1.PodReady, v1.ConditionTrue)
 	otherFlip := withForeignCondition(gateTrue, "example.com/other", v1.ConditionTrue)
+	// kubectl debug adds an ephemeral container through the
+	// ephemeralcontainers subresource: the spec changes.
+	debugged := a.DeepCopy()
+	debugged.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debugger", Image: "img:1"}}}
 
 	tests := []struct {
 		name  string
@@ -130,6 +134,7 @@ func TestSetDiff(t *testing.T) {
 		{name: "new uid is added", first: []*v1.Pod{a}, next: []*v1.Pod{a, c}, want: []string{"add pc/c"}},
 		{name: "missing uid is removed", first: []*v1.Pod{a, b}, next: []*v1.Pod{b}, want: []string{"remove pa/a"}},
 		{name: "spec change is update", first: []*v1.Pod{a}, next: []*v1.Pod{a2}, want: []string{"update pa/a"}},
+		{name: "ephemeral container added is update", first: []*v1.Pod{a}, next: []*v1.Pod{debugged}, want: []string{"update pa/a"}},
 		{name: "label change is update", first: []*v1.Pod{a}, next: []*v1.Pod{withLabel(a, "x", "y")}, want: []string{"update pa/a"}},
 		{name: "annotation change is update", first: []*v1.Pod{a}, next: []*v1.Pod{withAnnotation(a, "x", "y")}, want: []string{"update pa/a"}},
 		{name: "seen change is not update", first: []*v1.Pod{withAnnotation(a, AnnotationConfigSeen, "t1")}, next: []*v1.Pod{withAnnotation(a, AnnotationConfigSeen, "t2")}},

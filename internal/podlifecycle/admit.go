@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/admission"
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/sysctl"
 )
@@ -46,16 +47,32 @@ func NodePredicate(maxPods int) Predicate {
 	}
 }
 
+// Warning is something about an admitted pod its owner should know: a
+// Warning event on the pod.
+type Warning struct {
+	Reason  string
+	Message string
+}
+
+// Warner lists the warnings about a pod that is admitted. It must be a
+// pure function of its attributes (and of what it was built with) and
+// safe for concurrent use.
+type Warner func(AdmitAttrs) []Warning
+
 // AdmitterOptions are what an Admitter reads and reports to.
 type AdmitterOptions struct {
 	// Predicates are checked in order; the first that refuses decides.
 	// Upstream's order puts the sysctl check before the node predicates.
 	Predicates []Predicate
-	Desired    Desired
-	Workers    Workers
-	Statuses   Statuses
+	// Warners are asked, in order, about a pod the predicates admit.
+	Warners  []Warner
+	Desired  Desired
+	Workers  Workers
+	Statuses Statuses
 	// Recorder may be nil.
 	Recorder Recorder
+	// Journal records admissions and rejections; nil records none.
+	Journal Journal
 	// Node and Allocatable may be nil (standalone mode).
 	Node        func() *v1.Node
 	Allocatable func() v1.ResourceList
@@ -95,8 +112,11 @@ func (a *Admitter) Admit(ctx context.Context, pod *v1.Pod) bool {
 		}
 	}
 	if res.Admit {
+		a.note(pod, journal.Entry{Kind: journal.KindAdmission, Message: "admitted"})
+		a.warn(ctx, attrs)
 		return true
 	}
+	a.note(pod, journal.Entry{Kind: journal.KindAdmission, Reason: res.Reason, Message: "rejected: " + res.Message})
 	klog.FromContext(ctx).Info("Pod rejected by admission", "pod", klog.KObj(pod), "podUID", pod.UID, "reason", res.Reason, "message", res.Message)
 	a.mu.Lock()
 	a.rejected[pod.UID] = true
@@ -110,6 +130,26 @@ func (a *Admitter) Admit(ctx context.Context, pod *v1.Pod) bool {
 		a.opts.Recorder.Eventf(pod, v1.EventTypeWarning, res.Reason, "%s", res.Message)
 	}
 	return false
+}
+
+// warn records the warnings about an admitted pod as events (and logs).
+func (a *Admitter) warn(ctx context.Context, attrs AdmitAttrs) {
+	for _, w := range a.opts.Warners {
+		for _, ws := range w(attrs) {
+			klog.FromContext(ctx).Info("Pod admitted with a warning", "pod", klog.KObj(attrs.Pod), "podUID", attrs.Pod.UID, "reason", ws.Reason, "message", ws.Message)
+			a.note(attrs.Pod, journal.Entry{Kind: journal.KindAdmission, Reason: ws.Reason, Message: "warning: " + ws.Message})
+			if a.opts.Recorder != nil {
+				a.opts.Recorder.Eventf(attrs.Pod, v1.EventTypeWarning, ws.Reason, "%s", ws.Message)
+			}
+		}
+	}
+}
+
+// note records e in the pod's journal, when there is one.
+func (a *Admitter) note(pod *v1.Pod, e journal.Entry) {
+	if a.opts.Journal != nil {
+		a.opts.Journal.Record(pod.UID, e)
+	}
 }
 
 // Active lists the desired pods that hold node resources: not rejected,

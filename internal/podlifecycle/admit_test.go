@@ -164,3 +164,43 @@ func TestNodePredicateMaxPods(t *testing.T) {
 		t.Errorf("reason = %q, want %q", st.Reason, admission.ReasonOutOfPods)
 	}
 }
+
+// The warners are asked about an admitted pod only, and each warning is
+// a Warning event on it.
+func TestAdmitWarners(t *testing.T) {
+	warn := func(msgs ...string) Warner {
+		return func(a AdmitAttrs) []Warning {
+			var out []Warning
+			for _, m := range msgs {
+				out = append(out, Warning{Reason: "Unsupported", Message: m + " " + a.Pod.Name})
+			}
+			return out
+		}
+	}
+	refuse := func(AdmitAttrs) admission.Result { return admission.Result{Reason: "Refused", Message: "no"} }
+	tests := []struct {
+		name   string
+		preds  []Predicate
+		warns  []Warner
+		events []string
+	}{
+		{name: "no warning", warns: []Warner{warn()}},
+		{name: "each warning an event", warns: []Warner{warn("x", "y"), warn("z")},
+			events: []string{"Warning Unsupported x p-a", "Warning Unsupported y p-a", "Warning Unsupported z p-a"}},
+		{name: "a rejected pod gets the rejection only", preds: []Predicate{refuse}, warns: []Warner{warn("x")},
+			events: []string{"Warning Refused no"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &fakeRecorder{}
+			a := NewAdmitter(AdmitterOptions{
+				Predicates: tc.preds, Warners: tc.warns, Desired: &fakeDesired{}, Workers: newFakeWorkers(),
+				Statuses: newFakeStatuses(), Recorder: rec,
+			})
+			a.Admit(t.Context(), pod("a"))
+			if !slices.Equal(rec.events, tc.events) {
+				t.Errorf("events %q, want %q", rec.events, tc.events)
+			}
+		})
+	}
+}

@@ -34,6 +34,9 @@ type HousekeeperOptions struct {
 	Remover  PodRemover
 	// Resources releases pod resources outside the runtime.
 	Resources ResourceCleaner
+	// Journal's entries of pods no source wants and no worker knows are
+	// dropped.
+	Journal Journal
 	// Mirrors keeps mirror pods in step (cluster mode).
 	Mirrors MirrorSyncer
 	// Loop is told when each pass starts (the syncloop health check).
@@ -104,6 +107,13 @@ func (h *Housekeeper) Once(ctx context.Context) {
 			h.opts.Statuses.RemovePod(p.UID)
 			if h.opts.Admitter != nil {
 				h.opts.Admitter.Forget(p.UID)
+			}
+		}
+	}
+	if h.opts.Journal != nil {
+		for _, uid := range h.opts.Journal.Pods() {
+			if !want[uid] && !h.opts.Workers.Known(uid) {
+				h.opts.Journal.Forget(uid)
 			}
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/runtime"
 )
@@ -85,6 +86,16 @@ type Recorder interface {
 	Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...any)
 }
 
+// Journal keeps the per-pod record of decisions (journal.Journal).
+//
+// Contract: safe for concurrent use and never blocks; Pods lists the UIDs
+// with entries, Forget drops a pod's entries (a no-op for an unknown UID).
+type Journal interface {
+	Record(uid types.UID, e journal.Entry)
+	Pods() []types.UID
+	Forget(uid types.UID)
+}
+
 // RuntimePods is what the runtime ran at the last relist (pleg.PLEG).
 //
 // Contract: Relisted's bool is false before the first successful relist and
@@ -105,7 +116,8 @@ type PodRemover interface {
 }
 
 // ResourceCleaner releases the node resources of pods (pod directories and
-// volumes, pod cgroups, ...) outside the runtime.
+// volumes, pod cgroups, ...) outside the runtime (podresources.Set, the
+// same handler list the pod syncer uses).
 //
 // Contract: PodsWithResources lists the UIDs that hold any resource; when
 // some kind of resource cannot be listed it returns those it could list

@@ -35,6 +35,13 @@ type startAction struct {
 	// the crash-loop backoff advances when it happens.
 	backoffKey string
 	finishedAt time.Time
+	// ephemeral marks an ephemeral container: started once, never
+	// restarted.
+	ephemeral bool
+	// targetID is the running container whose PID namespace an ephemeral
+	// container with targetContainerName joins; targetErr says why there
+	// is none, and the start then fails with CreateContainerConfigError.
+	targetID, targetErr string
 }
 
 // killAction stops one running container.
@@ -79,6 +86,8 @@ type podActions struct {
 
 type waiting struct {
 	reason, message string
+	// hold is what is left of a crash-loop backoff.
+	hold time.Duration
 }
 
 // backoff tells whether a container that exited at finishedAt is still
@@ -168,6 +177,9 @@ func computeActions(pod *v1.Pod, rs *runtime.PodStatus, hashOf func(*v1.Containe
 	for _, c := range pod.Spec.Containers {
 		specNames[c.Name] = true
 	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		specNames[c.Name] = true
+	}
 	// Containers the spec no longer names are stopped.
 	for _, c := range rs.Containers {
 		if !specNames[c.Name] && c.State == runtime.ContainerRunning {
@@ -175,6 +187,9 @@ func computeActions(pod *v1.Pod, rs *runtime.PodStatus, hashOf func(*v1.Containe
 		}
 	}
 
+	// Ephemeral containers start whether or not initialization is done, as
+	// upstream, and before the init containers.
+	a.computeEphemeral(pod, rs, current)
 	initDone := a.computeInit(pod, rs, current, hashOf, bo)
 	if !initDone {
 		markPodInitializing(pod, a.waiting)
@@ -183,6 +198,30 @@ func computeActions(pod *v1.Pod, rs *runtime.PodStatus, hashOf func(*v1.Containe
 	}
 	a.removeContainers, a.removeSandboxes = collectGarbage(rs, sandbox.ID)
 	return a
+}
+
+// computeEphemeral starts each ephemeral container that has no record in
+// the runtime yet. One that ran (in this sandbox or an earlier one) is
+// never started again, whatever its exit, and nothing here stops one: it
+// ends by itself or with the pod. With targetContainerName it joins the
+// PID namespace of that container's running instance in the sandbox.
+func (a *podActions) computeEphemeral(pod *v1.Pod, rs *runtime.PodStatus, current map[string]*runtime.ContainerStatus) {
+	for i := range pod.Spec.EphemeralContainers {
+		ec := &pod.Spec.EphemeralContainers[i]
+		if rs.FindContainer(ec.Name) != nil {
+			continue
+		}
+		c := v1.Container(ec.EphemeralContainerCommon)
+		st := startAction{container: &c, ephemeral: true}
+		if target := ec.TargetContainerName; target != "" {
+			if t := current[target]; t != nil && t.State == runtime.ContainerRunning {
+				st.targetID = t.ID
+			} else {
+				st.targetErr = fmt.Sprintf("unable to find target container %s", target)
+			}
+		}
+		a.start = append(a.start, st)
+	}
 }
 
 // computeInit walks the init containers in order and reports whether the
@@ -310,6 +349,7 @@ func (a *podActions) restart(pod *v1.Pod, c *v1.Container, init bool, st *runtim
 		a.waiting[c.Name] = waiting{
 			reason:  ReasonCrashLoopBackOff,
 			message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", d.Round(time.Second), c.Name, pod.Name, pod.Namespace, pod.UID),
+			hold:    d,
 		}
 		if a.requeueAfter == 0 || d < a.requeueAfter {
 			a.requeueAfter = d

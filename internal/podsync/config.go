@@ -117,6 +117,19 @@ func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
 	return ns
 }
 
+// targetPIDNamespace puts a container into the PID namespace of the
+// container targetID (an ephemeral container's targetContainerName), as
+// upstream: only when it would otherwise have its own, so a pod that
+// shares one namespace (shareProcessNamespace, hostPID) keeps it.
+func targetPIDNamespace(cfg *runtimeapi.ContainerConfig, targetID string) {
+	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if targetID == "" || ns == nil || ns.Pid != runtimeapi.NamespaceMode_CONTAINER {
+		return
+	}
+	ns.Pid = runtimeapi.NamespaceMode_TARGET
+	ns.TargetId = targetID
+}
+
 func protocol(p v1.Protocol) runtimeapi.Protocol {
 	switch p {
 	case v1.ProtocolUDP:
@@ -278,10 +291,10 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	var mounts []*runtimeapi.Mount
 	if len(c.VolumeMounts) > 0 {
-		if s.opts.Volumes == nil {
+		if s.opts.Mounts == nil {
 			return nil, fmt.Errorf("container %s mounts volumes but no volume manager is configured", c.Name)
 		}
-		mounts, err = s.opts.Volumes.MountsWithEnv(ctx, pod, c, envMap)
+		mounts, err = s.opts.Mounts.MountsWithEnv(ctx, pod, c, envMap)
 		if err != nil {
 			return nil, err
 		}
@@ -328,9 +341,29 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 
 // containerEnv resolves the container's environment as upstream: envFrom
 // sources first (with their prefix), then env entries in order; each
-// value may reference variables defined before it with $(NAME).
+// value may reference variables defined before it with $(NAME), or a
+// Service variable; last the Service variables the container does not
+// define itself.
 func (s *Syncer) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]*runtimeapi.KeyValue, error) {
+	var svcEnv []v1.EnvVar
+	if s.opts.ServiceEnv != nil {
+		var err error
+		if svcEnv, err = s.opts.ServiceEnv.ServiceEnv(pod); err != nil {
+			return nil, fmt.Errorf("service environment variables: %w", err)
+		}
+	}
+	services := make(map[string]string, len(svcEnv))
+	for _, e := range svcEnv {
+		services[e.Name] = e.Value
+	}
 	defined := map[string]string{}
+	lookup := func(name string) (string, bool) {
+		if v, ok := defined[name]; ok {
+			return v, true
+		}
+		v, ok := services[name]
+		return v, ok
+	}
 	var out []*runtimeapi.KeyValue
 	index := map[string]int{}
 	set := func(k, v string) {
@@ -358,7 +391,7 @@ func (s *Syncer) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expansion.Expand(e.Value, expansion.MapLookup(defined)))
+			set(e.Name, expansion.Expand(e.Value, lookup))
 			continue
 		}
 		v, ok, err := s.valueFrom(ctx, pod, c, e.ValueFrom, podIPs)
@@ -369,18 +402,23 @@ func (s *Syncer) containerEnv(ctx context.Context, pod *v1.Pod, c *v1.Container,
 			set(e.Name, v)
 		}
 	}
+	for _, e := range svcEnv {
+		if _, ok := defined[e.Name]; !ok {
+			set(e.Name, e.Value)
+		}
+	}
 	return out, nil
 }
 
 func (s *Syncer) envFromData(ctx context.Context, pod *v1.Pod, from v1.EnvFromSource) (map[string]string, error) {
-	if s.opts.Volumes == nil {
+	if s.opts.Env == nil {
 		return nil, fmt.Errorf("envFrom needs the API server: static pods cannot reference API objects")
 	}
 	switch {
 	case from.ConfigMapRef != nil:
-		return s.opts.Volumes.ConfigMapData(ctx, pod.Namespace, from.ConfigMapRef.Name, optional(from.ConfigMapRef.Optional))
+		return s.opts.Env.ConfigMapData(ctx, pod.Namespace, from.ConfigMapRef.Name, optional(from.ConfigMapRef.Optional))
 	case from.SecretRef != nil:
-		return s.opts.Volumes.SecretData(ctx, pod.Namespace, from.SecretRef.Name, optional(from.SecretRef.Optional))
+		return s.opts.Env.SecretData(ctx, pod.Namespace, from.SecretRef.Name, optional(from.SecretRef.Optional))
 	}
 	return nil, nil
 }
@@ -405,14 +443,14 @@ func (s *Syncer) valueFrom(ctx context.Context, pod *v1.Pod, c *v1.Container, sr
 		v, err := volume.ContainerResourceValue(pod, c.Name, src.ResourceFieldRef, alloc)
 		return v, err == nil, err
 	case src.ConfigMapKeyRef != nil || src.SecretKeyRef != nil:
-		if s.opts.Volumes == nil {
+		if s.opts.Env == nil {
 			return "", false, fmt.Errorf("needs the API server: static pods cannot reference API objects")
 		}
 		if r := src.ConfigMapKeyRef; r != nil {
-			return s.opts.Volumes.ConfigMapValue(ctx, pod.Namespace, r.Name, r.Key, optional(r.Optional))
+			return s.opts.Env.ConfigMapValue(ctx, pod.Namespace, r.Name, r.Key, optional(r.Optional))
 		}
 		r := src.SecretKeyRef
-		return s.opts.Volumes.SecretValue(ctx, pod.Namespace, r.Name, r.Key, optional(r.Optional))
+		return s.opts.Env.SecretValue(ctx, pod.Namespace, r.Name, r.Key, optional(r.Optional))
 	}
 	return "", false, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -32,7 +34,8 @@ func (f *fakeVolumes) MountsWithEnv(_ context.Context, _ *v1.Pod, c *v1.Containe
 	}
 	return out, nil
 }
-func (f *fakeVolumes) Forget(types.UID) {}
+func (f *fakeVolumes) Adopt(context.Context, *v1.Pod) error { return nil }
+func (f *fakeVolumes) PodDirs() ([]types.UID, error)        { return nil, nil }
 func (f *fakeVolumes) Cleanup(_ context.Context, uid types.UID) error {
 	f.cleaned = append(f.cleaned, uid)
 	return nil
@@ -77,7 +80,7 @@ func TestContainerEnvReferences(t *testing.T) {
 		"default/cfg":        {"color": "blue", "size": "L"},
 		"default/secret-pwd": {"password": "s3cret"},
 	}}
-	h.syncer.opts.Volumes = vols
+	h.useVolumes(vols)
 	h.syncer.opts.Allocatable = func() v1.ResourceList {
 		return v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}
 	}
@@ -113,7 +116,7 @@ func TestContainerEnvReferences(t *testing.T) {
 func TestMissingConfigMapKeyIsCreateContainerConfigError(t *testing.T) {
 	h := newHarness(t)
 	vols := &fakeVolumes{}
-	h.syncer.opts.Volumes = vols
+	h.useVolumes(vols)
 	pod := testPod(v1.RestartPolicyAlways, nil, "c")
 	pod.Spec.Containers[0].Image = "busybox:1.35"
 	pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "gone"}, Key: "k"}}}}
@@ -132,7 +135,7 @@ func TestMissingConfigMapKeyIsCreateContainerConfigError(t *testing.T) {
 func TestVolumesPreparedAndMounted(t *testing.T) {
 	h := newHarness(t)
 	vols := &fakeVolumes{}
-	h.syncer.opts.Volumes = vols
+	h.useVolumes(vols)
 	pod := testPod(v1.RestartPolicyAlways, nil, "c")
 	pod.Spec.Containers[0].Image = "busybox:1.35"
 	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
@@ -165,5 +168,52 @@ func TestVolumesPreparedAndMounted(t *testing.T) {
 	}
 	if len(h.containers("d")) != 0 {
 		t.Error("container started although its volumes failed")
+	}
+}
+
+type fakeServiceEnv struct {
+	env []v1.EnvVar
+	err error
+}
+
+func (f fakeServiceEnv) ServiceEnv(*v1.Pod) ([]v1.EnvVar, error) { return f.env, f.err }
+
+// Service variables come last, give way to the container's own (env and
+// envFrom), and may be referenced with $(NAME), as upstream.
+func TestContainerEnvServices(t *testing.T) {
+	h := newHarness(t)
+	h.useVolumes(&fakeVolumes{configMaps: map[string]map[string]string{"default/cfg": {"WEB_SERVICE_PORT": "from-cm"}}})
+	h.syncer.opts.ServiceEnv = fakeServiceEnv{env: []v1.EnvVar{
+		{Name: "KUBERNETES_SERVICE_HOST", Value: "10.0.0.1"},
+		{Name: "WEB_SERVICE_HOST", Value: "10.0.0.3"},
+		{Name: "WEB_SERVICE_PORT", Value: "80"},
+	}}
+	pod := testPod(v1.RestartPolicyAlways, nil, "c")
+	c := &pod.Spec.Containers[0]
+	c.EnvFrom = []v1.EnvFromSource{{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}}
+	c.Env = []v1.EnvVar{
+		{Name: "URL", Value: "http://$(WEB_SERVICE_HOST):$(WEB_SERVICE_PORT)"},
+		{Name: "WEB_SERVICE_HOST", Value: "mine"},
+	}
+	env, err := h.syncer.containerEnv(h.ctx, pod, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range env {
+		keys = append(keys, kv.Key)
+	}
+	if want := []string{"WEB_SERVICE_PORT", "URL", "WEB_SERVICE_HOST", "KUBERNETES_SERVICE_HOST"}; !slices.Equal(keys, want) {
+		t.Errorf("keys %q, want %q", keys, want)
+	}
+	got := envMap(env)
+	want := map[string]string{"WEB_SERVICE_PORT": "from-cm", "URL": "http://10.0.0.3:from-cm", "WEB_SERVICE_HOST": "mine", "KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+	if !maps.Equal(got, want) {
+		t.Errorf("env %v, want %v", got, want)
+	}
+
+	h.syncer.opts.ServiceEnv = fakeServiceEnv{err: errors.New("not synced")}
+	if _, err := h.syncer.containerEnv(h.ctx, pod, c, nil); err == nil {
+		t.Error("a container was given an environment without its Service variables")
 	}
 }

@@ -198,7 +198,7 @@ func TestSyncPodHostsFileAndHostname(t *testing.T) {
 			}
 			tt.pod(pod)
 			if tt.ownHosts != "" {
-				h.syncer.opts.Volumes = &fakeVolumes{}
+				h.useVolumes(&fakeVolumes{})
 			}
 
 			h.sync(pod) // sandbox and init container

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/errdefs"
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/version"
 )
 
@@ -119,6 +120,7 @@ func (s *Syncer) killContainer(ctx context.Context, pod *v1.Pod, name, id string
 	logger.Info("Killing container", "gracePeriod", grace, "reason", message)
 	if len(pod.Spec.Containers) > 0 { // not for orphans known only from the runtime
 		s.event(pod, v1.EventTypeNormal, "Killing", "%s", message)
+		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: name, Reason: "Killing", Message: fmt.Sprintf("killing container (grace period %s): %s", grace, message)})
 	}
 	if spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && grace > 0 {
 		// A hook still running when the grace is used up goes on until

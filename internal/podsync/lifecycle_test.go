@@ -59,6 +59,7 @@ func lifecycleHarness(t *testing.T) (*harness, *events) {
 	ev := &events{}
 	h.syncer.opts.Recorder = ev
 	h.syncer.opts.RootDir = t.TempDir()
+	h.useVolumes(nil)
 	return h, ev
 }
 

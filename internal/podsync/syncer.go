@@ -8,14 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/flowcontrol"
@@ -24,7 +22,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/errdefs"
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/metrics"
+	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/runtime"
@@ -54,22 +54,41 @@ type Runtime interface {
 	ExecSync(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (runtime.ExecResult, error)
 }
 
-// Cgroups manages pod-level cgroups. Nil disables them (cgroupsPerQOS off).
+// Cgroups names pod-level cgroups. Nil disables them (cgroupsPerQOS off).
+// Creating and removing them is a resource handler's (see Resources).
 type Cgroups interface {
 	PodCgroupParent(pod *v1.Pod) string
-	EnsurePod(ctx context.Context, pod *v1.Pod) error
-	RemovePod(ctx context.Context, uid types.UID) error
 }
 
-// Volumes prepares and cleans up a pod's volumes and resolves the API
-// objects its environment references.
-type Volumes interface {
+// Resources are a pod's resources on the node outside the runtime
+// (podresources.Set): the one path by which they are set up and removed.
+//
+// Contract: Prepare is idempotent and runs before anything of the pod is
+// created in the runtime; its error stops the sync (a
+// *podresources.HandlerError names the handler). Reconstruct adopts, for a
+// pod found running after a restart, what exists without creating or
+// removing anything. Release gives back what a terminated pod no longer
+// needs; Cleanup removes everything once the pod is removed. Release and
+// Cleanup are idempotent, safe without Prepare, and go on after an error.
+type Resources interface {
 	Prepare(ctx context.Context, pod *v1.Pod) error
-	MountsWithEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error)
-	Forget(uid types.UID)
+	Reconstruct(ctx context.Context, pod *v1.Pod) error
+	Release(ctx context.Context, pod *v1.Pod) error
 	Cleanup(ctx context.Context, uid types.UID) error
-	ConfigMapValue(ctx context.Context, namespace, name, key string, optional bool) (string, bool, error)
-	SecretValue(ctx context.Context, namespace, name, key string, optional bool) (string, bool, error)
+}
+
+// VolumeMounts tells the runtime what to mount of a pod's prepared volumes
+// into one container (volume.Manager).
+type VolumeMounts interface {
+	MountsWithEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error)
+}
+
+// EnvValues resolves the ConfigMap and Secret values a container's
+// environment references (volume.Manager). A missing optional object or
+// key is found=false (Value) or empty data, not an error.
+type EnvValues interface {
+	ConfigMapValue(ctx context.Context, namespace, name, key string, optional bool) (value string, found bool, err error)
+	SecretValue(ctx context.Context, namespace, name, key string, optional bool) (value string, found bool, err error)
 	ConfigMapData(ctx context.Context, namespace, name string, optional bool) (map[string]string, error)
 	SecretData(ctx context.Context, namespace, name string, optional bool) (map[string]string, error)
 }
@@ -77,6 +96,13 @@ type Volumes interface {
 // Recorder records Kubernetes events about pods.
 type Recorder interface {
 	Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// Journal records decisions about pods (journal.Journal).
+//
+// Contract: safe for concurrent use and never blocks.
+type Journal interface {
+	Record(uid types.UID, e journal.Entry)
 }
 
 // StatusSink receives the status computed after every sync.
@@ -101,10 +127,20 @@ type Options struct {
 	// resourceFieldRef values of containers without a limit. May be nil.
 	Allocatable func() v1.ResourceList
 	Clock       clock.Clock
-	// Volumes serves pod volumes; nil means pods may have none.
-	Volumes Volumes
+	// Resources prepares and removes the pod's resources on the node (pod
+	// cgroup, log directory, volumes, container files); nil manages none.
+	Resources Resources
+	// Mounts gives the volume mounts of containers; nil means pods may
+	// have no volumes.
+	Mounts VolumeMounts
+	// Env resolves ConfigMap and Secret references of env and envFrom;
+	// nil (standalone mode) refuses them.
+	Env EnvValues
 	// Recorder records events; nil records none.
 	Recorder Recorder
+	// Journal records the pod's volumes, image pulls, containers and
+	// backoffs; nil records none.
+	Journal Journal
 	// DisableCPUQuota leaves container cpu limits without a CFS quota
 	// (cpuCFSQuota: false); CPUPeriod is the CFS period of the quota
 	// (cpuCFSQuotaPeriod), 100ms when 0.
@@ -144,6 +180,24 @@ type Options struct {
 	// instead of running without logs or files. Running pods are left
 	// alone. nil checks nothing.
 	CheckDisk func() error
+	// ServiceEnv gives the Service environment variables of a pod's
+	// containers; nil gives none (standalone mode).
+	ServiceEnv ServiceEnv
+	// RuntimeClasses resolves spec.runtimeClassName to the CRI runtime
+	// handler of the pod's sandbox (RuntimeHandler for pods that name
+	// none); nil (standalone) refuses pods that name a RuntimeClass.
+	RuntimeClasses RuntimeClassGetter
+}
+
+// ServiceEnv gives the Service environment variables of a pod's
+// containers (serviceenv.Env): those of the Services of its namespace
+// unless enableServiceLinks is false, and of the master Service.
+//
+// Contract: safe for concurrent use; it never blocks on the API. An error
+// means the Services are not known yet: the container is not created and
+// the pod's next sync tries again.
+type ServiceEnv interface {
+	ServiceEnv(pod *v1.Pod) ([]v1.EnvVar, error)
 }
 
 // ImagePuller pulls images under node-wide limits. PullImage may wait for
@@ -242,6 +296,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		// period.
 		logger.Info("Pod exceeded its active deadline, stopping it", "activeDeadlineSeconds", *pod.Spec.ActiveDeadlineSeconds)
 		s.event(pod, v1.EventTypeNormal, status.ReasonDeadlineExceeded, "%s", status.MessageDeadlineExceeded)
+		s.note(pod, journal.Entry{Kind: journal.KindStatus, Reason: status.ReasonDeadlineExceeded, Message: status.MessageDeadlineExceeded})
 		s.reportStatus(ctx, pod, nil, false)
 		return podworker.SyncResult{Terminal: true}, nil
 	}
@@ -251,6 +306,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	for name, w := range waitingFor {
 		if w.reason == ReasonCrashLoopBackOff {
 			s.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", name, klog.KObj(pod))
+			s.note(pod, journal.Entry{Kind: journal.KindBackoff, Container: name, Reason: w.reason, Message: "back-off restarting failed container", NextRetry: s.clock.Now().Add(w.hold)})
 		}
 	}
 
@@ -271,18 +327,11 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		return podworker.SyncResult{Terminal: true}, nil
 	}
 
-	if s.cgroups != nil {
-		if err := s.cgroups.EnsurePod(ctx, pod); err != nil {
-			return podworker.SyncResult{}, fmt.Errorf("create pod cgroup: %w", err)
-		}
-	}
-	if err := os.MkdirAll(podLogDir(s.opts.PodLogsDir, pod), 0o755); err != nil {
-		return podworker.SyncResult{}, fmt.Errorf("create pod log directory: %w", err)
-	}
-
-	if err := s.prepareVolumes(ctx, pod); err != nil {
-		s.reportStatus(ctx, pod, waitingFor, false)
+	if err := s.prepareResources(ctx, pod, waitingFor); err != nil {
 		return podworker.SyncResult{}, err
+	}
+	if acts.createSandbox && len(pod.Spec.Volumes) > 0 {
+		s.note(pod, journal.Entry{Kind: journal.KindVolume, Message: fmt.Sprintf("%d volumes ready", len(pod.Spec.Volumes))})
 	}
 
 	sbCfg, err := s.sandboxConfig(pod, acts.sandboxAttempt)
@@ -291,6 +340,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		// upstream, with an event.
 		if acts.createSandbox {
 			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			s.note(pod, journal.Entry{Kind: journal.KindContainer, Reason: "FailedCreatePodSandBox", Message: "pod sandbox not created: " + err.Error()})
 		}
 		s.reportStatus(ctx, pod, waitingFor, false)
 		return podworker.SyncResult{}, fmt.Errorf("generate sandbox config: %w", err)
@@ -300,6 +350,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	if acts.createSandbox && s.opts.CheckDisk != nil {
 		if err := s.opts.CheckDisk(); err != nil {
 			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			s.note(pod, journal.Entry{Kind: journal.KindContainer, Reason: "FailedCreatePodSandBox", Message: "pod sandbox not created: " + err.Error()})
 			s.reportStatus(ctx, pod, waitingFor, false)
 			return podworker.SyncResult{}, fmt.Errorf("create pod sandbox: %w", err)
 		}
@@ -307,7 +358,13 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	if acts.createSandbox {
 		logger.V(2).Info("Creating pod sandbox", "attempt", acts.sandboxAttempt)
 		metrics.StartedPods.Inc()
-		sandboxID, err = s.rt.RunPodSandbox(ctx, sbCfg, s.opts.RuntimeHandler)
+		handler, err := s.runtimeHandler(ctx, pod)
+		if err == nil {
+			if handler != "" {
+				logger.V(2).Info("Running pod with runtime handler", "runtimeHandler", handler)
+			}
+			sandboxID, err = s.rt.RunPodSandbox(ctx, sbCfg, handler)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				// Not a failure when the pod was killed meanwhile, as
@@ -315,6 +372,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 				metrics.StartedPodsErrors.Inc()
 			}
 			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			s.note(pod, journal.Entry{Kind: journal.KindContainer, Reason: "FailedCreatePodSandBox", Message: "pod sandbox not created: " + err.Error()})
 			s.reportStatus(ctx, pod, waitingFor, false)
 			return podworker.SyncResult{}, fmt.Errorf("create pod sandbox: %w", err)
 		}
@@ -324,6 +382,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		}
 		podIPs = fresh.IPs()
 		logger.Info("Started pod sandbox", "sandbox", sandboxID, "ips", podIPs)
+		s.note(pod, journal.Entry{Kind: journal.KindContainer, Message: fmt.Sprintf("pod sandbox started (attempt %d, IPs %v)", acts.sandboxAttempt, podIPs)})
 	}
 
 	for _, k := range acts.kill {
@@ -340,8 +399,11 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	var errs []error
 	for _, st := range acts.start {
 		typ := metrics.ContainerTypeContainer
-		if st.init {
+		switch {
+		case st.init:
 			typ = metrics.ContainerTypeInit
+		case st.ephemeral:
+			typ = metrics.ContainerTypeEphemeral
 		}
 		metrics.StartedContainers.WithLabelValues(typ).Inc()
 		if reason, msg, err := s.startContainer(ctx, pod, st, sandboxID, sbCfg, podIPs); err != nil {
@@ -389,22 +451,32 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 	if st.backoffKey != "" {
 		s.crash.next(pod.UID, st.backoffKey, st.finishedAt)
 	}
+	if st.targetErr != "" {
+		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", st.targetErr)
+		return ReasonCreateContainerConfigError, st.targetErr, fmt.Errorf("configure container %s: %s", c.Name, st.targetErr)
+	}
 	cfg, err := s.containerConfig(ctx, pod, c, st.init, st.restartCount, image, podIPs)
 	if err != nil {
 		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Reason: ReasonCreateContainerConfigError, Message: "container not configured: " + err.Error()})
 		return ReasonCreateContainerConfigError, err.Error(), fmt.Errorf("configure container %s: %w", c.Name, err)
 	}
+	targetPIDNamespace(cfg, st.targetID)
 	id, err := s.rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
 	if err != nil {
 		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Reason: ReasonCreateContainerError, Message: "container not created: " + err.Error()})
 		return ReasonCreateContainerError, err.Error(), fmt.Errorf("create container %s: %w", c.Name, err)
 	}
 	s.event(pod, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)
+	s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Message: fmt.Sprintf("container created (restart count %d)", st.restartCount)})
 	if err := s.rt.StartContainer(ctx, id); err != nil {
 		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Reason: ReasonRunContainerError, Message: "container not started: " + err.Error()})
 		return ReasonRunContainerError, err.Error(), fmt.Errorf("start container %s: %w", c.Name, err)
 	}
 	s.event(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Message: "container started"})
 	logger.Info("Started container", "containerID", id, "restartCount", st.restartCount)
 	if s.opts.Started != nil && cfg.LogPath != "" {
 		s.opts.Started.ContainerStarted(pod, c.Name, id, filepath.Join(sbCfg.GetLogDirectory(), cfg.LogPath))
@@ -430,6 +502,7 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		if policy == v1.PullNever {
 			err := fmt.Errorf("container image %q is not present with pull policy of Never", c.Image)
 			s.event(pod, v1.EventTypeWarning, ReasonErrImageNeverPull, "%v", err)
+			s.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Reason: ReasonErrImageNeverPull, Message: err.Error()})
 			return "", ReasonErrImageNeverPull, err
 		}
 	}
@@ -439,6 +512,7 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		last := s.pullErrs[pod.UID][key]
 		s.mu.Unlock()
 		s.event(pod, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", c.Image)
+		s.note(pod, journal.Entry{Kind: journal.KindBackoff, Container: c.Name, Reason: ReasonImagePullBackOff, Message: fmt.Sprintf("back-off pulling image %q: %s", c.Image, last)})
 		return "", ReasonImagePullBackOff, fmt.Errorf("back-off pulling image %q: %s", c.Image, last)
 	}
 	logger := klog.FromContext(ctx)
@@ -461,6 +535,7 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 		s.pullErrs[pod.UID][key] = err.Error()
 		s.mu.Unlock()
 		s.event(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
+		s.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Reason: ReasonErrImagePull, Message: fmt.Sprintf("pull of %q failed: %v", c.Image, err), Duration: s.clock.Since(start), NextRetry: s.clock.Now().Add(s.pulls.Get(key))})
 		return "", ReasonErrImagePull, fmt.Errorf("pull image %q: %w", c.Image, err)
 	}
 	s.pulls.reset(pod.UID, key)
@@ -481,6 +556,7 @@ func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, 
 	logger.Info("Pulled image", "container", c.Name, "image", c.Image, "duration", pulling, "durationWithWait", took, "size", size)
 	s.event(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
 		c.Image, pulling.Truncate(time.Millisecond), took.Truncate(time.Millisecond), size)
+	s.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Message: fmt.Sprintf("pulled %q (%d bytes, %s including waiting)", c.Image, size, took.Truncate(time.Millisecond)), Duration: pulling})
 	return ref, "", nil
 }
 
@@ -503,6 +579,15 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, gracePerio
 	rs, err := s.rt.GetPodStatus(ctx, pod.UID)
 	if err != nil {
 		return fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
+	}
+	if r := s.opts.Resources; r != nil && len(rs.Containers) > 0 {
+		// A pod found running after a restart of heartlet may be stopped
+		// without ever being prepared by this process: adopt its
+		// resources (its volumes stay refreshed during the grace period).
+		// For a pod prepared here this changes nothing.
+		if err := r.Reconstruct(ctx, pod); err != nil {
+			logger.Error(err, "Failed to adopt the pod's resources")
+		}
 	}
 	grace := time.Duration(gracePeriodSeconds) * time.Second
 	if err := s.killPod(ctx, pod, rs, grace); err != nil {
@@ -586,30 +671,24 @@ func (s *Syncer) stopContainers(ctx context.Context, pod *v1.Pod, cs []*runtime.
 }
 
 // SyncTerminatedPod releases what the pod held on the node once nothing
-// of it runs: its volumes and its pod cgroup.
+// of it runs (its volumes, before the pod object may be deleted, as
+// upstream, and its pod cgroup); its logs and container files stay until
+// RemovePod.
 func (s *Syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod) error {
 	// A terminated pod never starts a container again.
 	s.forgetPod(pod.UID)
-	if s.opts.Volumes != nil {
-		// Nothing runs any more: unmount and remove the volumes before the
-		// pod object may be deleted, as upstream.
-		s.opts.Volumes.Forget(pod.UID)
-		if err := s.opts.Volumes.Cleanup(ctx, pod.UID); err != nil {
-			return fmt.Errorf("clean up pod volumes: %w", err)
-		}
-	}
-	if s.cgroups == nil {
+	if s.opts.Resources == nil {
 		return nil
 	}
-	if err := s.cgroups.RemovePod(ctx, pod.UID); err != nil {
-		return fmt.Errorf("remove pod cgroup: %w", err)
+	if err := s.opts.Resources.Release(ctx, pod); err != nil {
+		return fmt.Errorf("release pod resources: %w", err)
 	}
 	return nil
 }
 
 // RemovePod deletes every container and sandbox of a pod that is no
-// longer wanted and has stopped, with its log directory and cgroup. It is
-// idempotent.
+// longer wanted and has stopped, then every resource it held on the node
+// (container files, volumes, log directory, cgroup). It is idempotent.
 func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
 	s.forgetPod(uid)
 	rs, err := s.rt.GetPodStatus(ctx, uid)
@@ -629,24 +708,12 @@ func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
 			return fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err)
 		}
 	}
-	if rs.Name != "" {
-		dir := podLogDir(s.opts.PodLogsDir, &v1.Pod{ObjectMeta: metaOf(rs)})
-		if err := os.RemoveAll(dir); err != nil {
-			return fmt.Errorf("remove pod log directory: %w", err)
-		}
+	s.forgetTerminationMessages(uid)
+	if s.opts.Resources == nil {
+		return nil
 	}
-	if s.cgroups != nil {
-		if err := s.cgroups.RemovePod(ctx, uid); err != nil {
-			return fmt.Errorf("remove pod cgroup: %w", err)
-		}
-	}
-	if s.opts.Volumes != nil {
-		if err := s.opts.Volumes.Cleanup(ctx, uid); err != nil {
-			return fmt.Errorf("clean up pod volumes: %w", err)
-		}
-	}
-	if err := s.removeContainerFiles(uid); err != nil {
-		return err
+	if err := s.opts.Resources.Cleanup(ctx, uid); err != nil {
+		return fmt.Errorf("clean up pod resources: %w", err)
 	}
 	return nil
 }
@@ -661,20 +728,34 @@ func (s *Syncer) forgetPod(uid types.UID) {
 	s.mu.Unlock()
 }
 
-// prepareVolumes sets up the pod's volumes; a failure is reported as a
-// FailedMount event and leaves the containers waiting.
-func (s *Syncer) prepareVolumes(ctx context.Context, pod *v1.Pod) error {
-	if len(pod.Spec.Volumes) == 0 {
-		return nil
-	}
-	if s.opts.Volumes == nil {
+// prepareResources sets up the pod's resources on the node in order. A
+// failure of its volumes is reported as a FailedMount event and leaves the
+// containers waiting.
+func (s *Syncer) prepareResources(ctx context.Context, pod *v1.Pod, w map[string]waiting) error {
+	if len(pod.Spec.Volumes) > 0 && s.opts.Mounts == nil {
+		s.reportStatus(ctx, pod, w, false)
 		return fmt.Errorf("pod %s has volumes but no volume manager is configured", klog.KObj(pod))
 	}
-	if err := s.opts.Volumes.Prepare(ctx, pod); err != nil {
-		s.event(pod, v1.EventTypeWarning, "FailedMount", "%v", err)
-		return fmt.Errorf("prepare volumes: %w", err)
+	if s.opts.Resources == nil {
+		return nil
 	}
-	return nil
+	err := s.opts.Resources.Prepare(ctx, pod)
+	if err == nil {
+		return nil
+	}
+	if he := (*podresources.HandlerError)(nil); errors.As(err, &he) && he.Handler == podresources.NameVolumes {
+		s.event(pod, v1.EventTypeWarning, "FailedMount", "%v", he.Err)
+		s.note(pod, journal.Entry{Kind: journal.KindVolume, Reason: "FailedMount", Message: "waiting for volumes: " + he.Err.Error()})
+		s.reportStatus(ctx, pod, w, false)
+	}
+	return fmt.Errorf("prepare pod resources: %w", err)
+}
+
+// note records e in the pod's journal when there is one.
+func (s *Syncer) note(pod *v1.Pod, e journal.Entry) {
+	if s.opts.Journal != nil {
+		s.opts.Journal.Record(pod.UID, e)
+	}
 }
 
 // event records an event about pod when a recorder is configured.
@@ -736,9 +817,4 @@ func gracePeriod(pod *v1.Pod) time.Duration {
 		secs = *pod.Spec.TerminationGracePeriodSeconds
 	}
 	return time.Duration(secs) * time.Second
-}
-
-// metaOf rebuilds the identity of a pod from the runtime's labels.
-func metaOf(rs *runtime.PodStatus) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: rs.Name, Namespace: rs.Namespace, UID: rs.UID}
 }

@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/runtime/fakecri"
@@ -56,7 +57,34 @@ func newHarness(t *testing.T) *harness {
 		RuntimeName: "fakecri",
 		Clock:       clk,
 	}, rt, nil, st)
-	return &harness{t: t, ctx: ctx, fake: fake, rt: rt, clock: clk, syncer: s, status: st}
+	h := &harness{t: t, ctx: ctx, fake: fake, rt: rt, clock: clk, syncer: s, status: st}
+	h.useVolumes(nil)
+	return h
+}
+
+// testVolumes are what a volume manager is to the syncer.
+type testVolumes interface {
+	podresources.VolumeManager
+	VolumeMounts
+	EnvValues
+}
+
+// useVolumes gives the syncer the node's resource handlers as the agent
+// wires them, from the syncer's current options, with v (nil for none) as
+// the volumes, their mounts and env values.
+func (h *harness) useVolumes(v testVolumes) {
+	o := &h.syncer.opts
+	o.Mounts, o.Env = nil, nil
+	var vh podresources.Handler
+	if v != nil {
+		o.Mounts, o.Env = v, v
+		vh = podresources.Volumes(v)
+	}
+	o.Resources = podresources.ForNode(podresources.NodeHandlers{
+		Logs:           LogDir(o.PodLogsDir),
+		Volumes:        vh,
+		ContainerFiles: ContainerFiles(o.RootDir),
+	})
 }
 
 func (h *harness) sync(pod *v1.Pod) podworker.SyncResult {

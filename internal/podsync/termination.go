@@ -390,27 +390,3 @@ func parseCRILogLine(line []byte) (content []byte, full, ok bool) {
 	}
 	return content, full, true
 }
-
-// removeContainerFiles removes the termination message files and the hosts
-// file of a removed pod (<root>/pods/<uid>/containers and etc-hosts, and
-// the pod directory when nothing else is left in it) and what was kept of
-// its messages. It is idempotent.
-func (s *Syncer) removeContainerFiles(uid types.UID) error {
-	s.forgetTerminationMessages(uid)
-	if s.opts.RootDir == "" || uid == "" {
-		return nil
-	}
-	podDir := filepath.Join(s.opts.RootDir, "pods", string(uid))
-	if err := os.RemoveAll(filepath.Join(podDir, "containers")); err != nil {
-		return fmt.Errorf("remove container files of pod %s: %w", uid, err)
-	}
-	if err := os.Remove(filepath.Join(podDir, hostsFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove hosts file of pod %s: %w", uid, err)
-	}
-	if entries, err := os.ReadDir(podDir); err == nil && len(entries) == 0 {
-		if err := os.Remove(podDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove pod directory %s: %w", podDir, err)
-		}
-	}
-	return nil
-}

@@ -15,7 +15,7 @@ import (
 // check's message, and no container starts, as for other volume errors.
 func TestHostPathTypeMismatchIsFailedMount(t *testing.T) {
 	h, ev := lifecycleHarness(t)
-	h.syncer.opts.Volumes = volume.New(volume.Options{RootDir: h.syncer.opts.RootDir})
+	h.useVolumes(volume.New(volume.Options{RootDir: h.syncer.opts.RootDir}))
 	file := filepath.Join(t.TempDir(), "not-a-socket")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -99,6 +99,11 @@ type Update struct {
 	// spec.terminationGracePeriodSeconds (default 30). An override can only
 	// shorten the grace period of a pod already terminating, never extend it.
 	GracePeriod *int64
+	// Keep, with UpdateKill, stops a pod that stays desired (an evicted
+	// pod): its record is kept once terminated, so it is never started
+	// again under its UID, until its source removes it (another
+	// UpdateKill without Keep, or Forget).
+	Keep bool
 }
 
 // State is where a pod is in its lifecycle.

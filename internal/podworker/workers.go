@@ -239,7 +239,9 @@ func (w *Workers) Update(u Update) {
 			// The pod object from the kill may carry deletion metadata.
 			ps.pod = u.Pod
 		}
-		ps.removed = true
+		if !u.Keep {
+			ps.removed = true
+		}
 		ps.restart = false
 		w.terminateLocked(ps, u.GracePeriod)
 	default:

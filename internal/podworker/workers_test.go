@@ -956,3 +956,28 @@ func TestStateStrings(t *testing.T) {
 		}
 	}
 }
+
+func TestKillKeepHoldsTheTerminatedPod(t *testing.T) {
+	h := newHarness(t)
+	p := newPod("a", "web", int64p(20))
+	h.w.Update(Update{Type: UpdateCreate, Pod: p})
+	h.expect(opSync, "a")
+	h.w.Update(Update{Type: UpdateKill, Pod: p, GracePeriod: int64p(1), Keep: true})
+	if c := h.expect(opTerminating, "a"); c.grace != 1 {
+		t.Errorf("grace period = %d, want 1", c.grace)
+	}
+	h.expect(opTerminated, "a")
+	h.noCalls()
+	if st := h.state("a"); st != StateTerminated {
+		t.Fatalf("state = %s, want terminated (kept)", st)
+	}
+	// Still desired: an update of the pod does not start it again.
+	h.w.Update(Update{Type: UpdateUpdate, Pod: p})
+	h.noCalls()
+	if st := h.state("a"); st != StateTerminated {
+		t.Fatalf("state after update = %s, want terminated", st)
+	}
+	// Its source removes it: forgotten.
+	h.w.Update(Update{Type: UpdateKill, Pod: p})
+	h.wantForgotten("a")
+}

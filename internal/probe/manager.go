@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,8 @@ type Options struct {
 	Status StatusGetter
 	// Recorder records Unhealthy and ProbeWarning events; nil records none.
 	Recorder Recorder
+	// Journal records probe failures; nil records none.
+	Journal Journal
 	// Clock paces the workers; the real clock when nil.
 	Clock clock.WithTicker
 	// PreviousStatus returns the status the API last had for pod, which a
@@ -49,6 +52,9 @@ type Options struct {
 	// manager's lock held: neither may call the Manager). Tests use them to
 	// wait for rounds instead of time.
 	AfterRound, WorkerExited func(pod types.UID, container string, kind Kind)
+	// Rand returns a number in [0, 1) for the workers' initial jitter;
+	// math/rand's when nil.
+	Rand func() float64
 }
 
 // previousStatus is the pod's status as the API last had it.
@@ -97,6 +103,9 @@ func NewManager(opts Options) *Manager {
 	clk := opts.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Float64
 	}
 	return &Manager{
 		opts:    opts,
@@ -245,6 +254,15 @@ func (m *Manager) set(ctx context.Context, w *worker, containerID string, r Resu
 	key := resultKey{containerID, w.kind}
 	old, ok := m.results[key]
 	m.results[key] = r
+	if w.kind == Startup && r == Success {
+		// As upstream: once started, the container's liveness and
+		// readiness are probed at once, not a period later.
+		for _, kind := range []Kind{Liveness, Readiness} {
+			if o, ok := m.workers[workerKey{w.getPod().UID, w.container.Name, kind}]; ok {
+				o.triggerProbe()
+			}
+		}
+	}
 	m.mu.Unlock()
 	if ok && old == r {
 		return

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -248,6 +249,92 @@ func TestManagerSeedsAdoptedReadiness(t *testing.T) {
 			if got := ok && r == Success; got != tt.want {
 				t.Errorf("readiness right after AddPod = %v (found %v), want Success %v", r, ok, tt.want)
 			}
+		})
+	}
+}
+
+// As upstream: once the startup probe succeeds, liveness and readiness
+// are probed at once, not up to a period later.
+func TestManagerStartupSuccessProbesAtOnce(t *testing.T) {
+	f, rounds, _ := runFixture(t)
+	pod := testPod(v1.Container{Name: "app",
+		StartupProbe:   execProbe(func(p *v1.Probe) { p.PeriodSeconds = 1 }),
+		ReadinessProbe: execProbe(func(p *v1.Probe) { p.PeriodSeconds = 60 }),
+		LivenessProbe:  execProbe(func(p *v1.Probe) { p.PeriodSeconds = 60 }),
+	})
+	f.status.set(pod.UID, running("app", "a1", t0))
+	f.exec.set(execFail, nil)
+	f.m.AddPod(pod)
+	// Startup fails once (below its threshold); the others are held.
+	expect(t, rounds, round{"app", Startup}, round{"app", Readiness}, round{"app", Liveness})
+	if n := f.exec.count(); n != 1 {
+		t.Fatalf("execs = %d, want 1 (startup only)", n)
+	}
+	f.exec.set(execOK, nil)
+	// One startup period: the startup probe succeeds, and readiness and
+	// liveness run without their own 60 s period passing.
+	f.clk.Step(time.Second)
+	expect(t, rounds, round{"app", Startup}, round{"app", Readiness}, round{"app", Liveness})
+	if n := f.exec.count(); n != 4 {
+		t.Errorf("execs = %d, want 4", n)
+	}
+	if r, _ := f.m.Result("a1", Readiness); r != Success {
+		t.Errorf("readiness = %v right after startup succeeded, want Success", r)
+	}
+}
+
+// waitForTimer waits until a worker waits on the fake clock.
+func waitForTimer(t *testing.T, f *fixture) {
+	t.Helper()
+	deadline := time.After(waitTimeout)
+	for !f.clk.HasWaiters() {
+		select {
+		case <-deadline:
+			t.Fatal("no worker waits on the clock")
+		default:
+			goruntime.Gosched()
+		}
+	}
+}
+
+// As upstream: a worker started within a period of heartlet's start
+// first waits a random part of its period, so a restarted heartlet does
+// not run every probe at the same moment; later workers probe at once.
+func TestWorkerInitialJitter(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		sinceRun  time.Duration // how long the manager has been running
+		rand      float64
+		wantDelay time.Duration
+	}{
+		{name: "just started", rand: 0.5, wantDelay: 5 * time.Second},
+		{name: "just started, bounded by the period", rand: 0.999, wantDelay: 9990 * time.Millisecond},
+		{name: "started long ago", sinceRun: time.Minute, rand: 0.5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, rounds, _ := runFixture(t)
+			f.m.opts.Rand = func() float64 { return tt.rand }
+			f.m.started = t0.Add(-tt.sinceRun)
+			pod := testPod(v1.Container{Name: "app", ReadinessProbe: execProbe(nil)}) // period 10 s
+			f.status.set(pod.UID, running("app", "a1", t0))
+			f.exec.set(execOK, nil)
+			f.m.AddPod(pod)
+			if tt.wantDelay > 0 {
+				waitForTimer(t, f)
+				f.clk.Step(tt.wantDelay - time.Millisecond)
+				if n := f.exec.count(); n != 0 {
+					t.Fatalf("probed %d times before the jitter passed", n)
+				}
+				f.clk.Step(time.Millisecond)
+			}
+			expect(t, rounds, round{"app", Readiness})
+			if n := f.exec.count(); n != 1 {
+				t.Fatalf("execs = %d, want 1", n)
+			}
+			// Then every period.
+			waitForTimer(t, f)
+			f.clk.Step(10 * time.Second)
+			expect(t, rounds, round{"app", Readiness})
 		})
 	}
 }

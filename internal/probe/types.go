@@ -20,6 +20,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/runtime"
 )
 
@@ -93,6 +94,13 @@ type StatusGetter interface {
 // Recorder records Kubernetes events.
 type Recorder interface {
 	Eventf(object k8sruntime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// Journal records probe failures in the pod's journal (journal.Journal).
+//
+// Contract: safe for concurrent use and never blocks.
+type Journal interface {
+	Record(uid types.UID, e journal.Entry)
 }
 
 // Event reasons, as upstream.

@@ -2,12 +2,15 @@ package probe
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podspec"
 )
@@ -21,6 +24,8 @@ type worker struct {
 	spec      *v1.Probe
 	stopCh    chan struct{}
 	stopOnce  sync.Once
+	// trigger asks for a probe round now (one pending at most).
+	trigger chan struct{}
 
 	podMu sync.Mutex
 	pod   *v1.Pod
@@ -45,6 +50,7 @@ func newWorker(m *Manager, pod *v1.Pod, c *v1.Container, kind Kind) *worker {
 		kind:      kind,
 		spec:      withDefaults(probeOf(c, kind)),
 		stopCh:    make(chan struct{}),
+		trigger:   make(chan struct{}, 1),
 	}
 	switch kind {
 	case Readiness:
@@ -80,6 +86,14 @@ func (w *worker) stop() {
 	w.stopOnce.Do(func() { close(w.stopCh) })
 }
 
+// triggerProbe asks for a probe round now; it never blocks.
+func (w *worker) triggerProbe() {
+	select {
+	case w.trigger <- struct{}{}:
+	default:
+	}
+}
+
 func (w *worker) setPod(pod *v1.Pod) {
 	w.podMu.Lock()
 	defer w.podMu.Unlock()
@@ -97,20 +111,43 @@ func (w *worker) logger(ctx context.Context) klog.Logger {
 	return klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID, "container", w.container.Name, "probeType", w.kind)
 }
 
-// run probes at once, then every period, until stopped or the container
-// is gone for good. Its results and metric series go with it.
+// run probes at once (after a random part of the period when heartlet
+// started less than a period ago, as upstream, so that the workers of a
+// restarted heartlet do not all probe together), then every period and
+// when triggered, until stopped or the container is gone for good. Its
+// results and metric series go with it.
 func (w *worker) run(ctx context.Context) {
 	defer w.m.wg.Done()
 	ctx = klog.NewContext(ctx, w.logger(ctx))
-	t := w.m.clock.NewTicker(time.Duration(w.spec.PeriodSeconds) * time.Second)
+	period := time.Duration(w.spec.PeriodSeconds) * time.Second
+	var t clock.Ticker
 	defer func() {
-		t.Stop()
+		if t != nil {
+			t.Stop()
+		}
 		if w.containerID != "" {
 			w.m.remove(w.containerID, w.kind)
 		}
 		w.deleteMetrics()
 		w.m.workerDone(w)
 	}()
+	if period > w.m.clock.Since(w.m.started) {
+		if d := time.Duration(w.m.opts.Rand() * float64(period)); d > 0 {
+			jitter := w.m.clock.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				jitter.Stop()
+				return
+			case <-w.stopCh:
+				jitter.Stop()
+				return
+			case <-w.trigger:
+				jitter.Stop()
+			case <-jitter.C():
+			}
+		}
+	}
+	t = w.m.clock.NewTicker(period)
 	for {
 		// Changes that waited for room in the updates channel go first.
 		w.m.updates.Flush()
@@ -126,6 +163,7 @@ func (w *worker) run(ctx context.Context) {
 			return
 		case <-w.stopCh:
 			return
+		case <-w.trigger:
 		case <-t.C():
 		}
 	}
@@ -238,6 +276,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		// container and changes no state.
 		logger.V(1).Info("Probe errored", "err", err)
 		w.event(pod, ReasonUnhealthy, "%s probe errored and resulted in unknown state: %v", w.kind, err)
+		w.note(pod, journal.Entry{Kind: journal.KindProbe, Container: w.container.Name, Reason: ReasonUnhealthy, Message: fmt.Sprintf("%s probe errored: %v", w.kind, err)})
 		metrics.ProbeResults.WithLabelValues(w.resultLabels(metrics.ProbeResultUnknown)...).Inc()
 		metrics.ProbeDuration.WithLabelValues(w.durationLabels()...).Observe(duration)
 		return true
@@ -253,6 +292,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		result = Failure
 		logger.V(1).Info("Probe failed", "output", output)
 		w.event(pod, ReasonUnhealthy, "%s probe failed: %s", w.kind, output)
+		w.note(pod, journal.Entry{Kind: journal.KindProbe, Container: w.container.Name, Reason: ReasonUnhealthy, Message: fmt.Sprintf("%s probe failed: %s", w.kind, output)})
 	}
 	if result == Success {
 		metrics.ProbeResults.WithLabelValues(w.resultLabels(metrics.ProbeResultSuccessful)...).Inc()
@@ -278,6 +318,13 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		w.resultRun = 0
 	}
 	return true
+}
+
+// note records e in the pod's journal when there is one.
+func (w *worker) note(pod *v1.Pod, e journal.Entry) {
+	if w.m.opts.Journal != nil {
+		w.m.opts.Journal.Record(pod.UID, e)
+	}
 }
 
 func (w *worker) event(pod *v1.Pod, reason, format string, args ...any) {

@@ -99,7 +99,7 @@ type fixture struct {
 
 func newFixture() *fixture {
 	f := &fixture{clk: testingclock.NewFakeClock(t0), exec: &fakeExec{}, status: &fakeStatus{}, rec: &fakeRecorder{}}
-	f.m = NewManager(Options{Exec: f.exec, Status: f.status, Recorder: f.rec, Clock: f.clk})
+	f.m = NewManager(Options{Exec: f.exec, Status: f.status, Recorder: f.rec, Clock: f.clk, Rand: func() float64 { return 0 }})
 	return f
 }
 

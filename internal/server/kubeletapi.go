@@ -53,6 +53,12 @@ type KubeletAPIOptions struct {
 	Debug *DebugOptions
 	// Stats are /stats/summary, /metrics/resource and /metrics/cadvisor.
 	Stats StatsHandlers
+	// Journal serves the pods' journals (JournalPath, a debugging
+	// endpoint); nil leaves it out.
+	Journal JournalLookup
+	// Extra are more handlers by pattern (e.g. the node page), behind the
+	// same authentication and authorization.
+	Extra map[string]http.Handler
 }
 
 // NewKubeletAPI returns the kubelet API server: /healthz, /pods,
@@ -82,6 +88,12 @@ func NewKubeletAPI(o KubeletAPIOptions) *Server {
 	}
 	if o.Debug != nil {
 		installDebug(mux, *o.Debug)
+	}
+	if o.Journal != nil {
+		mux.Handle(JournalPath, debugOnly(o.Debug, JournalHandler(o.Journal)))
+	}
+	for pattern, h := range o.Extra {
+		mux.Handle(pattern, h)
 	}
 	if o.Streaming != nil {
 		installStreaming(mux, o.Streaming, func(h http.Handler) http.Handler { return debugOnly(o.Debug, h) })

@@ -138,6 +138,12 @@ func Compute(pod *v1.Pod, rs *runtime.PodStatus, in Inputs) v1.PodStatus {
 	})
 	c.setStartedAndReady(s.InitContainerStatuses, pod.Spec.InitContainers, true)
 	c.setStartedAndReady(s.ContainerStatuses, pod.Spec.Containers, false)
+	// Ephemeral containers are reported as upstream: sorted by name, never
+	// ready, and not part of the phase or the conditions.
+	s.EphemeralContainerStatuses = c.containerStatuses(ephemeralContainers(pod), old.EphemeralContainerStatuses, false)
+	sort.SliceStable(s.EphemeralContainerStatuses, func(i, j int) bool {
+		return s.EphemeralContainerStatuses[i].Name < s.EphemeralContainerStatuses[j].Name
+	})
 
 	if old.StartTime != nil && !old.StartTime.IsZero() {
 		t := *old.StartTime
@@ -189,6 +195,19 @@ func Compute(pod *v1.Pod, rs *runtime.PodStatus, in Inputs) v1.PodStatus {
 
 	s.Conditions = c.conditions(&s, all)
 	return s
+}
+
+// ephemeralContainers returns the pod's ephemeral containers as
+// containers (the fields they share).
+func ephemeralContainers(pod *v1.Pod) []v1.Container {
+	if len(pod.Spec.EphemeralContainers) == 0 {
+		return nil
+	}
+	out := make([]v1.Container, len(pod.Spec.EphemeralContainers))
+	for i := range pod.Spec.EphemeralContainers {
+		out[i] = v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+	}
+	return out
 }
 
 // computer carries the arguments of one Compute call.
@@ -283,7 +302,8 @@ func (c *computer) containerStatuses(containers []v1.Container, previous []v1.Co
 		if isInit && !podspec.IsSidecar(&ctr) && rec != nil && rec.State == runtime.ContainerExited && rec.ExitCode == 0 {
 			continue
 		}
-		if !shouldRestart(&ctr, c.pod, rec) {
+		if !shouldRestart(&ctr, c.pod, rec) || (rec != nil && rec.State == runtime.ContainerExited && c.isEphemeral(ctr.Name)) {
+			// An ephemeral container that ran is never started again.
 			continue
 		}
 		w, ok := c.in.Waiting[ctr.Name]
@@ -302,6 +322,17 @@ func (c *computer) containerStatuses(containers []v1.Container, previous []v1.Co
 		out = append(out, *statuses[ctr.Name])
 	}
 	return out
+}
+
+// isEphemeral reports whether name is one of the pod's ephemeral
+// containers.
+func (c *computer) isEphemeral(name string) bool {
+	for i := range c.pod.Spec.EphemeralContainers {
+		if c.pod.Spec.EphemeralContainers[i].Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // hasCreatedRecord reports whether a record of the named container is in

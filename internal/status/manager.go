@@ -281,12 +281,12 @@ func normalize(s *v1.PodStatus) {
 		c.LastProbeTime = c.LastProbeTime.Rfc3339Copy()
 		c.LastTransitionTime = c.LastTransitionTime.Rfc3339Copy()
 	}
-	n := len(s.ContainerStatuses) + len(s.InitContainerStatuses)
+	n := len(s.ContainerStatuses) + len(s.InitContainerStatuses) + len(s.EphemeralContainerStatuses)
 	if n == 0 {
 		return
 	}
 	budget := maxTerminationMessageBytes / n
-	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
 		for i := range list {
 			normalizeState(&list[i].State, budget)
 			normalizeState(&list[i].LastTerminationState, budget)

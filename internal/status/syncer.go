@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podspec"
@@ -55,6 +56,8 @@ type SyncerOptions struct {
 	BatchPeriod time.Duration
 	// ResyncPeriod overrides DefaultResyncPeriod when positive.
 	ResyncPeriod time.Duration
+	// Journal records the status writes of each pod; nil records none.
+	Journal Journal
 }
 
 // Syncer is the only writer of pod statuses to the API server. It watches
@@ -312,6 +315,7 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod, st v1.PodStatus, vers
 		}
 		res, err := s.kube.CoreV1().Pods(target.Namespace).Patch(ctx, target.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 		if err != nil {
+			s.note(pod, journal.Entry{Kind: journal.KindStatus, Reason: "WriteFailed", Message: "status not written: " + err.Error()})
 			s.failed(ctx, pod, rec, deleting, "patch", err)
 			return
 		}
@@ -321,6 +325,7 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod, st v1.PodStatus, vers
 			rec.api = &merged
 		}
 		logger.V(3).Info("Pod status patched", "apiUID", target.UID, "version", version, "phase", merged.Phase, "patch", string(patch))
+		s.note(pod, journal.Entry{Kind: journal.KindStatus, Message: "status written: " + Summary(&merged)})
 		if since := s.m.markWritten(pod.UID, version); !since.IsZero() {
 			metrics.PodStatusSyncDuration.Observe(s.clk.Since(since).Seconds())
 		}

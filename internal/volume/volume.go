@@ -318,6 +318,28 @@ func (m *Manager) isMountPoint(path, fstype string) (bool, error) {
 	return false, nil
 }
 
+// Adopt remembers pod, whose containers survived a restart of heartlet,
+// so that Run refreshes its volumes, when its pod directory exists. It
+// creates, writes and removes nothing; a pod already prepared keeps its
+// state. It is idempotent.
+func (m *Manager) Adopt(ctx context.Context, pod *v1.Pod) error {
+	if pod == nil {
+		return errors.New("adopt volumes: nil pod")
+	}
+	if _, err := os.Stat(m.PodDir(pod.UID)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("adopt volumes: %w", err)
+	}
+	st := m.acquire(pod.UID)
+	defer st.mu.Unlock()
+	if st.pod == nil {
+		st.pod = pod
+		klog.FromContext(ctx).V(2).Info("Adopted pod volumes", "pod", klog.KObj(pod), "podUID", pod.UID)
+	}
+	return nil
+}
+
 // Forget stops refreshing the pod's volumes and drops its tokens. The files
 // stay until Cleanup.
 func (m *Manager) Forget(uid types.UID) {

@@ -185,7 +185,7 @@ func TestMetrics(t *testing.T) {
 		// This very request is in flight while the exposition is written.
 		equal(1, "kubelet_http_inflight_requests", "method", "GET", "path", "metrics", "server_type", "readwrite")
 		if _, ok := sample(mfs, "kubelet_evictions"); ok {
-			t.Error("kubelet_evictions has series, but heartlet evicts nothing")
+			t.Error("kubelet_evictions has series, but no pod was evicted")
 		}
 		mean := func(name string) float64 {
 			mf := mfs[name]

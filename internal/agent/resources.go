@@ -1,0 +1,27 @@
+package agent
+
+import (
+	"github.com/heartlet/heartlet/internal/cgroups"
+	"github.com/heartlet/heartlet/internal/podlifecycle"
+	"github.com/heartlet/heartlet/internal/podresources"
+	"github.com/heartlet/heartlet/internal/podsync"
+	"github.com/heartlet/heartlet/internal/volume"
+)
+
+// The Set is the ResourceCleaner of housekeeping.
+var _ podlifecycle.ResourceCleaner = (*podresources.Set)(nil)
+
+// newPodResources is the node's one list of per-pod resource handlers,
+// used by the pod syncer and by housekeeping alike. A nil cgroup manager
+// (cgroupsPerQOS off) manages no pod cgroups.
+func newPodResources(cg *cgroups.Manager, vols *volume.Manager, podLogsDir, rootDir string) *podresources.Set {
+	h := podresources.NodeHandlers{
+		Logs:           podsync.LogDir(podLogsDir),
+		Volumes:        podresources.Volumes(vols),
+		ContainerFiles: podsync.ContainerFiles(rootDir),
+	}
+	if cg != nil {
+		h.Cgroup = podresources.PodCgroup(cg)
+	}
+	return podresources.ForNode(h)
+}

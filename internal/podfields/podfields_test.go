@@ -1,0 +1,301 @@
+package podfields
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/pod-fields.md")
+
+// expanded are the types whose fields the table lists one by one.
+var expanded = map[reflect.Type]bool{
+	reflect.TypeFor[v1.PodSecurityContext](): true,
+	reflect.TypeFor[v1.Container]():          true,
+	reflect.TypeFor[v1.EphemeralContainer](): true,
+	reflect.TypeFor[v1.SecurityContext]():    true,
+	reflect.TypeFor[v1.Lifecycle]():          true,
+	reflect.TypeFor[v1.LifecycleHandler]():   true,
+	reflect.TypeFor[v1.Probe]():              true,
+}
+
+// apiPaths walks t's fields (inline structs flattened) and returns the
+// path of each, descending into the expanded types.
+func apiPaths(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		name := strings.Split(sf.Tag.Get("json"), ",")[0]
+		if name == "" && sf.Anonymous {
+			out = append(out, apiPaths(sf.Type, prefix)...)
+			continue
+		}
+		if name == "" || name == "-" {
+			continue
+		}
+		p := prefix + name
+		out = append(out, p)
+		ft, list := sf.Type, ""
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Slice {
+			ft, list = ft.Elem(), "[]"
+		}
+		if expanded[ft] {
+			out = append(out, apiPaths(ft, p+list+".")...)
+		}
+	}
+	return out
+}
+
+// TestEveryFieldListed fails when a field of the 1.37 pod API is missing
+// from the table: a new field must be decided on, never silently ignored.
+func TestEveryFieldListed(t *testing.T) {
+	paths := apiPaths(reflect.TypeFor[v1.PodSpec](), "spec.")
+	if len(paths) < 250 {
+		t.Fatalf("walked only %d fields", len(paths))
+	}
+	have := map[string]bool{}
+	for _, f := range table {
+		if have[f.Path] {
+			t.Errorf("%s is listed twice", f.Path)
+		}
+		have[f.Path] = true
+	}
+	for _, p := range paths {
+		if !have[p] {
+			t.Errorf("field %s of the pod API is not in the table: decide whether heartlet honours it", p)
+		}
+	}
+}
+
+// resolve follows path through the types from t; false when a segment
+// names no field or a list segment is not a list.
+func resolve(t reflect.Type, path string) bool {
+	for _, seg := range strings.Split(path, ".") {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return false
+		}
+		name := strings.TrimSuffix(seg, "[]")
+		ft, ok := fieldTypeByJSON(t, name)
+		if !ok {
+			return false
+		}
+		if strings.HasSuffix(seg, "[]") {
+			if ft.Kind() != reflect.Slice {
+				return false
+			}
+			ft = ft.Elem()
+		}
+		t = ft
+	}
+	return true
+}
+
+func fieldTypeByJSON(t reflect.Type, name string) (reflect.Type, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		tag := strings.Split(sf.Tag.Get("json"), ",")[0]
+		if tag == "" && sf.Anonymous {
+			if ft, ok := fieldTypeByJSON(sf.Type, name); ok {
+				return ft, true
+			}
+			continue
+		}
+		if tag == name {
+			return sf.Type, true
+		}
+	}
+	return nil, false
+}
+
+// TestEveryEntryExists fails when the table names a field that does not
+// exist (a typo, or a field the API removed).
+func TestEveryEntryExists(t *testing.T) {
+	for _, f := range table {
+		if !resolve(reflect.TypeFor[v1.Pod](), f.Path) {
+			t.Errorf("table entry %s names no field of the pod API", f.Path)
+		}
+		if f.Support != Honoured && f.Note == "" {
+			t.Errorf("%s is %s without a note saying why", f.Path, f.Support)
+		}
+	}
+}
+
+func TestResolveRejectsUnknown(t *testing.T) {
+	for _, p := range []string{"spec.nosuch", "spec.containers.name", "spec.containers[].nosuch", "spec.hostNetwork.x"} {
+		if resolve(reflect.TypeFor[v1.Pod](), p) {
+			t.Errorf("%s resolved", p)
+		}
+	}
+}
+
+// minimal is a pod as the API server stores it after defaulting: the
+// defaulted fields must not count as used.
+func minimal() *v1.Pod {
+	return &v1.Pod{Spec: v1.PodSpec{
+		RestartPolicy:                 v1.RestartPolicyAlways,
+		TerminationGracePeriodSeconds: ptr.To[int64](30),
+		DNSPolicy:                     v1.DNSClusterFirst,
+		SecurityContext:               &v1.PodSecurityContext{},
+		SchedulerName:                 v1.DefaultSchedulerName,
+		EnableServiceLinks:            ptr.To(true),
+		PreemptionPolicy:              ptr.To(v1.PreemptLowerPriority),
+		Priority:                      ptr.To[int32](0),
+		ServiceAccountName:            "default",
+		Tolerations: []v1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: v1.TolerationOpExists,
+			Effect: v1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}},
+		Containers: []v1.Container{{
+			Name: "app", Image: "busybox",
+			TerminationMessagePath:   v1.TerminationMessagePathDefault,
+			TerminationMessagePolicy: v1.TerminationMessageReadFile,
+			ImagePullPolicy:          v1.PullIfNotPresent,
+			ResizePolicy: []v1.ContainerResizePolicy{
+				{ResourceName: v1.ResourceCPU, RestartPolicy: v1.NotRequired},
+				{ResourceName: v1.ResourceMemory, RestartPolicy: v1.NotRequired},
+			},
+		}},
+	}}
+}
+
+func paths(fs []Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.At)
+	}
+	return out
+}
+
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		feat     Features
+		change   func(p *v1.Pod)
+		refusals []string
+		warnings []string
+	}{
+		{name: "defaulted pod", change: func(*v1.Pod) {}},
+		{name: "hostUsers true", change: func(p *v1.Pod) { p.Spec.HostUsers = ptr.To(true) }},
+		{name: "hostUsers false", change: func(p *v1.Pod) { p.Spec.HostUsers = ptr.To(false) },
+			refusals: []string{"spec.hostUsers"}},
+		{name: "runtimeClassName", change: func(p *v1.Pod) { p.Spec.RuntimeClassName = ptr.To("gvisor") },
+			refusals: []string{"spec.runtimeClassName"}},
+		{name: "resourceClaims", change: func(p *v1.Pod) {
+			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}}
+			p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
+		}, refusals: []string{"spec.resourceClaims", "spec.containers[app].resources.claims"}},
+		{name: "volumeDevices", change: func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "init", VolumeDevices: []v1.VolumeDevice{{Name: "d", DevicePath: "/dev/x"}}}}
+		}, refusals: []string{"spec.initContainers[init].volumeDevices"}},
+		{name: "appArmor Unconfined", change: func(p *v1.Pod) {
+			p.Spec.SecurityContext.AppArmorProfile = &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeUnconfined}
+		}},
+		{name: "appArmor RuntimeDefault", change: func(p *v1.Pod) {
+			p.Spec.SecurityContext.AppArmorProfile = &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}
+			p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{AppArmorProfile: &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeLocalhost, LocalhostProfile: ptr.To("x")}}
+		}, refusals: []string{"spec.securityContext.appArmorProfile", "spec.containers[app].securityContext.appArmorProfile"}},
+		{name: "supplementalGroupsPolicy Strict without the feature", change: func(p *v1.Pod) {
+			p.Spec.SecurityContext.SupplementalGroupsPolicy = ptr.To(v1.SupplementalGroupsPolicyStrict)
+		}, refusals: []string{"spec.securityContext.supplementalGroupsPolicy"}},
+		{name: "supplementalGroupsPolicy Strict with the feature", feat: Features{SupplementalGroupsPolicy: true}, change: func(p *v1.Pod) {
+			p.Spec.SecurityContext.SupplementalGroupsPolicy = ptr.To(v1.SupplementalGroupsPolicyStrict)
+		}},
+		{name: "supplementalGroupsPolicy Merge", change: func(p *v1.Pod) {
+			p.Spec.SecurityContext.SupplementalGroupsPolicy = ptr.To(v1.SupplementalGroupsPolicyMerge)
+		}},
+		{name: "sidecar restartPolicy", change: func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "side", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways)}}
+		}},
+		{name: "app container restart rules", change: func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = ptr.To(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}
+		}, warnings: []string{"spec.containers[app].restartPolicy", "spec.containers[app].restartPolicyRules"}},
+		{name: "resizePolicy RestartContainer", change: func(p *v1.Pod) {
+			p.Spec.Containers[0].ResizePolicy[1].RestartPolicy = v1.RestartContainer
+		}, warnings: []string{"spec.containers[app].resizePolicy"}},
+		{name: "stopSignal and seLinuxChangePolicy", change: func(p *v1.Pod) {
+			p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: ptr.To(v1.SIGUSR1)}
+			p.Spec.SecurityContext.SELinuxChangePolicy = ptr.To(v1.SELinuxChangePolicyRecursive)
+		}, warnings: []string{"spec.securityContext.seLinuxChangePolicy", "spec.containers[app].lifecycle.stopSignal"}},
+		{name: "ephemeral container", change: func(p *v1.Pod) {
+			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "dbg"}, TargetContainerName: "app"}}
+		}, warnings: []string{"spec.ephemeralContainers", "spec.ephemeralContainers[dbg].targetContainerName"}},
+		{name: "refusal and warning together", change: func(p *v1.Pod) {
+			p.Spec.HostUsers = ptr.To(false)
+			p.Spec.ImagePullSecrets = []v1.LocalObjectReference{{Name: "reg"}}
+		}, refusals: []string{"spec.hostUsers"}, warnings: []string{"spec.imagePullSecrets"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := minimal()
+			tc.change(p)
+			r, w := Check(p, tc.feat)
+			if got := paths(r); !reflect.DeepEqual(got, tc.refusals) {
+				t.Errorf("refusals = %q, want %q", got, tc.refusals)
+			}
+			if got := paths(w); !reflect.DeepEqual(got, tc.warnings) {
+				t.Errorf("warnings = %q, want %q", got, tc.warnings)
+			}
+		})
+	}
+}
+
+func TestMessage(t *testing.T) {
+	p := minimal()
+	p.Spec.HostUsers = ptr.To(false)
+	r, _ := Check(p, Features{})
+	if got := Message(r); !strings.HasPrefix(got, "spec.hostUsers (user namespaces are not supported") {
+		t.Errorf("message %q", got)
+	}
+}
+
+func TestDoc(t *testing.T) {
+	const path = "../../docs/pod-fields.md"
+	doc := Doc()
+	if *update {
+		if err := os.WriteFile(path, doc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (write it with go test ./internal/podfields -run TestDoc -update)", err)
+	}
+	if !bytes.Equal(got, doc) {
+		t.Errorf("%s is stale: go test ./internal/podfields -run TestDoc -update", path)
+	}
+	for _, f := range table {
+		if !bytes.Contains(doc, []byte("`"+f.Path+"`")) {
+			t.Errorf("%s missing from the page", f.Path)
+		}
+	}
+}
+
+func TestAdmitAndWarning(t *testing.T) {
+	p := minimal()
+	if res := Admit(p, Features{}); !res.Admit {
+		t.Errorf("defaulted pod refused: %+v", res)
+	}
+	if msg, ok := Warning(p, Features{}); ok {
+		t.Errorf("defaulted pod warned: %s", msg)
+	}
+	p.Spec.HostUsers = ptr.To(false)
+	p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: ptr.To(v1.SIGUSR1)}
+	res := Admit(p, Features{})
+	if res.Admit || res.Reason != Reason || !strings.Contains(res.Message, "spec.hostUsers (") {
+		t.Errorf("hostUsers: false: %+v", res)
+	}
+	msg, ok := Warning(p, Features{})
+	if !ok || !strings.Contains(msg, "spec.containers[app].lifecycle.stopSignal (") || strings.Contains(msg, "hostUsers") {
+		t.Errorf("warning %q %v", msg, ok)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
 	"github.com/heartlet/heartlet/internal/server/auth"
@@ -157,10 +158,10 @@ func logLocator(rt podStatusGetter, pods server.PodLister, podLogsDir string) se
 			}
 		}
 		if pod == nil {
-			return server.LogFile{}, fmt.Errorf("pod %q does not exist: %w", name, server.ErrNotFound)
+			return server.LogFile{}, fmt.Errorf("pod %q does not exist: %w", name, errdefs.ErrNotFound)
 		}
 		if !hasContainer(pod, container) {
-			return server.LogFile{}, fmt.Errorf("container %q not found in pod %q: %w", container, name, server.ErrNotFound)
+			return server.LogFile{}, fmt.Errorf("container %q not found in pod %q: %w", container, name, errdefs.ErrNotFound)
 		}
 		st, err := rt.GetPodStatus(ctx, pod.UID)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
 )
@@ -95,8 +96,8 @@ func TestLogLocator(t *testing.T) {
 		{name: "relative path joins the pod log dir", pod: "web", ctr: "init", wantPath: filepath.Join("/logs", "ns_web_u1", "init", "0.log")},
 		{name: "no previous", pod: "web", ctr: "init", previous: true, wantErr: server.ErrBadRequest, wantMsg: `previous terminated container "init" in pod "web" not found`},
 		{name: "not started", pod: "web", ctr: "new", wantErr: server.ErrBadRequest, wantMsg: "waiting to start"},
-		{name: "unknown container", pod: "web", ctr: "nope", wantErr: server.ErrNotFound, wantMsg: `container "nope" not found in pod "web"`},
-		{name: "unknown pod", pod: "x", ctr: "main", wantErr: server.ErrNotFound, wantMsg: `pod "x" does not exist`},
+		{name: "unknown container", pod: "web", ctr: "nope", wantErr: errdefs.ErrNotFound, wantMsg: `container "nope" not found in pod "web"`},
+		{name: "unknown pod", pod: "x", ctr: "main", wantErr: errdefs.ErrNotFound, wantMsg: `pod "x" does not exist`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
 )
@@ -42,7 +43,7 @@ func (s *streamer) pod(t server.StreamTarget) (*v1.Pod, error) {
 			return p, nil
 		}
 	}
-	return nil, fmt.Errorf("pod %q does not exist: %w", t.Pod, server.ErrNotFound)
+	return nil, fmt.Errorf("pod %q does not exist: %w", t.Pod, errdefs.ErrNotFound)
 }
 
 // containerSpec finds the named container of any kind in the pod's spec.
@@ -67,7 +68,7 @@ func containerSpec(pod *v1.Pod, name string) *v1.Container {
 }
 
 // container finds the target's container: its spec and the ID of its
-// running instance. Unknown pods and containers are ErrNotFound, a
+// running instance. Unknown pods and containers are errdefs.ErrNotFound, a
 // container without a running instance ErrBadRequest.
 func (s *streamer) container(ctx context.Context, t server.StreamTarget) (*v1.Container, string, error) {
 	pod, err := s.pod(t)
@@ -76,7 +77,7 @@ func (s *streamer) container(ctx context.Context, t server.StreamTarget) (*v1.Co
 	}
 	spec := containerSpec(pod, t.Container)
 	if spec == nil {
-		return nil, "", fmt.Errorf("container %q not found in pod %q: %w", t.Container, pod.Name, server.ErrNotFound)
+		return nil, "", fmt.Errorf("container %q not found in pod %q: %w", t.Container, pod.Name, errdefs.ErrNotFound)
 	}
 	st, err := s.rt.GetPodStatus(ctx, pod.UID)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/runtime/fakecri"
 	"github.com/heartlet/heartlet/internal/server"
@@ -83,6 +84,7 @@ func TestStreamer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	sb, ids := startFakeContainers(t, ctx, f, rt, "main", "term", "debug")
 
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u1"},
@@ -127,11 +129,11 @@ func TestStreamer(t *testing.T) {
 		{name: "exec in an ephemeral container", call: func() (*url.URL, error) { return s.Exec(ctx, target("web", "", "debug"), []string{"id"}, all) },
 			want: &fakecri.StreamRequest{Method: "Exec", ContainerID: ids["debug"], Cmd: []string{"id"}, Stdin: true, Stdout: true, Stderr: true}},
 		{name: "exec uid mismatch", call: func() (*url.URL, error) { return s.Exec(ctx, target("web", "other", "main"), []string{"ls"}, all) },
-			wantErr: server.ErrNotFound, wantMsg: `pod "web" does not exist`},
+			wantErr: errdefs.ErrNotFound, wantMsg: `pod "web" does not exist`},
 		{name: "exec unknown pod", call: func() (*url.URL, error) { return s.Exec(ctx, target("nope", "", "main"), []string{"ls"}, all) },
-			wantErr: server.ErrNotFound, wantMsg: `pod "nope" does not exist`},
+			wantErr: errdefs.ErrNotFound, wantMsg: `pod "nope" does not exist`},
 		{name: "exec unknown container", call: func() (*url.URL, error) { return s.Exec(ctx, target("web", "", "nope"), []string{"ls"}, all) },
-			wantErr: server.ErrNotFound, wantMsg: `container "nope" not found in pod "web"`},
+			wantErr: errdefs.ErrNotFound, wantMsg: `container "nope" not found in pod "web"`},
 		{name: "exec exited container", call: func() (*url.URL, error) { return s.Exec(ctx, target("web", "", "init"), []string{"ls"}, all) },
 			wantErr: server.ErrBadRequest, wantMsg: `container "init" in pod "web" is not running`},
 		{name: "exec container never started", call: func() (*url.URL, error) { return s.Exec(ctx, target("web", "", "new"), []string{"ls"}, all) },
@@ -142,7 +144,7 @@ func TestStreamer(t *testing.T) {
 			return s.Attach(ctx, target("web", "", "main"), server.StreamOptions{Stdout: true, TTY: true})
 		}, want: &fakecri.StreamRequest{Method: "Attach", ContainerID: ids["main"], Stdout: true}},
 		{name: "attach unknown container", call: func() (*url.URL, error) { return s.Attach(ctx, target("web", "", "nope"), all) },
-			wantErr: server.ErrNotFound},
+			wantErr: errdefs.ErrNotFound},
 		{name: "port forward to the ready sandbox", call: func() (*url.URL, error) { return s.PortForward(ctx, target("web", "", ""), []int32{8080}) },
 			want: &fakecri.StreamRequest{Method: "PortForward", SandboxID: sb, Ports: []int32{8080}}},
 		{name: "port forward with uid", call: func() (*url.URL, error) { return s.PortForward(ctx, target("web", "u1", ""), nil) },
@@ -150,7 +152,7 @@ func TestStreamer(t *testing.T) {
 		{name: "port forward without a ready sandbox", call: func() (*url.URL, error) { return s.PortForward(ctx, target("idle", "", ""), nil) },
 			wantErr: server.ErrBadRequest, wantMsg: `pod "idle" has no running sandbox`},
 		{name: "port forward unknown pod", call: func() (*url.URL, error) { return s.PortForward(ctx, target("web", "u9", ""), nil) },
-			wantErr: server.ErrNotFound},
+			wantErr: errdefs.ErrNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/heartlet/heartlet/internal/kubeclient"
+	"github.com/heartlet/heartlet/internal/podspec"
 )
 
 const standalone = "standalone mode (no --kubeconfig)"
@@ -289,7 +290,7 @@ func (c checker) pods(ctx context.Context) []Result {
 	}
 	active := 0
 	for _, p := range list.Items {
-		if p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+		if !podspec.IsTerminalPhase(p.Status.Phase) {
 			active++
 		}
 	}

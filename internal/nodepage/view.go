@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/heartlet/heartlet/internal/journal"
+	"github.com/heartlet/heartlet/internal/podspec"
 )
 
 // view is what the templates render. Every string in it is data, escaped
@@ -154,7 +155,7 @@ func resources(alloc v1.ResourceList, pods []*v1.Pod, nodeSeries []usage) []reso
 	var cpuReq, memReq resource.Quantity
 	active := 0
 	for _, pod := range pods {
-		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		if podspec.IsTerminalPhase(pod.Status.Phase) {
 			continue
 		}
 		active++
@@ -191,7 +192,7 @@ func containers(pod *v1.Pod, now time.Time) []containerView {
 			kind := ""
 			if init {
 				kind = "init"
-				if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+				if podspec.IsSidecar(&c) {
 					kind = "sidecar"
 				}
 			}

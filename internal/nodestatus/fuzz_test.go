@@ -19,18 +19,6 @@ func FuzzParseCPUList(f *testing.F) {
 	})
 }
 
-func FuzzParseMemTotal(f *testing.F) {
-	f.Add("MemTotal: 16384 kB\n")
-	f.Add("MemTotal: -1 kB")
-	f.Add("MemTotal:")
-	f.Fuzz(func(t *testing.T, s string) {
-		n, err := parseMemTotal([]byte(s))
-		if err == nil && n < 0 {
-			t.Errorf("parseMemTotal(%q) = %d", s, n)
-		}
-	})
-}
-
 func FuzzParseOSRelease(f *testing.F) {
 	f.Add("PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n")
 	f.Add(`PRETTY_NAME="a\"b\\"`)

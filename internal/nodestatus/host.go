@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/heartlet/heartlet/internal/stats"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -59,7 +60,7 @@ func realHost() host {
 // Files and directories read from the machine.
 const (
 	cpuOnlineFile  = "/sys/devices/system/cpu/online"
-	meminfoFile    = "/proc/meminfo"
+	meminfoFile    = stats.MeminfoFile
 	hugepagesDir   = "/sys/kernel/mm/hugepages"
 	machineIDFile  = "/etc/machine-id"
 	dbusMachineID  = "/var/lib/dbus/machine-id"
@@ -117,31 +118,11 @@ func (h host) memTotal() (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading %s: %w", meminfoFile, err)
 	}
-	n, err := parseMemTotal(b)
+	n, err := stats.MemTotal(b)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", meminfoFile, err)
 	}
 	return n, nil
-}
-
-// parseMemTotal returns MemTotal of meminfo content in bytes.
-func parseMemTotal(b []byte) (int64, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 || fields[0] != "MemTotal:" {
-			continue
-		}
-		kb, err := strconv.ParseInt(fields[1], 10, 64)
-		if err != nil || kb < 0 || kb > (1<<53) {
-			return 0, fmt.Errorf("bad MemTotal %q", fields[1])
-		}
-		if len(fields) > 2 && fields[2] != "kB" {
-			return 0, fmt.Errorf("unexpected MemTotal unit %q", fields[2])
-		}
-		return kb * 1024, nil
-	}
-	return 0, errors.New("no MemTotal line")
 }
 
 // hugepages returns the capacity of every huge page size the kernel

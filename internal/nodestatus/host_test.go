@@ -9,7 +9,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	utilversion "k8s.io/apimachinery/pkg/util/version"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 )
@@ -99,26 +98,6 @@ func TestParseCPUList(t *testing.T) {
 		got, err := parseCPUList(tc.in)
 		if (err != nil) != tc.wantErr || got != tc.want {
 			t.Errorf("parseCPUList(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.wantErr)
-		}
-	}
-}
-
-func TestParseMemTotal(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    int64
-		wantErr bool
-	}{
-		{"MemTotal:       16384 kB\nMemFree: 1 kB\n", 16384 * 1024, false},
-		{"MemFree: 1 kB\nMemTotal: 2 kB", 2048, false},
-		{"MemFree: 1 kB\n", 0, true},
-		{"MemTotal: x kB\n", 0, true},
-		{"MemTotal: 5 MB\n", 0, true},
-	}
-	for _, tc := range tests {
-		got, err := parseMemTotal([]byte(tc.in))
-		if (err != nil) != tc.wantErr || got != tc.want {
-			t.Errorf("parseMemTotal(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
@@ -278,40 +257,6 @@ func TestDefaultMaxImages(t *testing.T) {
 	f.m.setImages(context.Background(), n)
 	if len(n.Status.Images) != DefaultMaxImages || n.Status.Images[0].Names[0] != "img:59" {
 		t.Errorf("%d images, first %v; want %d, the largest first", len(n.Status.Images), n.Status.Images[0].Names, DefaultMaxImages)
-	}
-}
-
-func TestKubeletVersion(t *testing.T) {
-	tests := []struct {
-		kube, heartlet, want string
-	}{
-		{"v1.37.2", "v0.1.0", "v1.37.2+heartlet-v0.1.0"},
-		{"v1.37.2", "v0.0.0-dev", "v1.37.2+heartlet-v0.0.0-dev"},
-		{"v1.37.2", "v0.2.0+dirty/x", "v1.37.2+heartlet-v0.2.0-dirty-x"},
-		{"v1.37.2", "", "v1.37.2+heartlet"},
-	}
-	for _, tc := range tests {
-		got := kubeletVersion(tc.kube, tc.heartlet)
-		if got != tc.want {
-			t.Errorf("kubeletVersion(%q, %q) = %q, want %q", tc.kube, tc.heartlet, got, tc.want)
-		}
-		v, err := utilversion.ParseSemantic(got)
-		if err != nil {
-			t.Errorf("%q is not semantic: %v", got, err)
-			continue
-		}
-		if "v"+v.String() != got || v.Major() != 1 || v.Minor() != 37 || v.Patch() != 2 {
-			t.Errorf("%q parses as %v", got, v)
-		}
-	}
-	if got := KubeletVersion("v0.1.0"); !strings.HasPrefix(got, "v1.") || !strings.HasSuffix(got, "+heartlet-v0.1.0") {
-		t.Errorf("KubeletVersion = %q", got)
-	}
-	for in, want := range map[string]string{"v0.37.2": "v1.37.2", "v0.38.0-alpha.1": "v1.38.0", "v1.2.3": "", "v0.x.1": ""} {
-		got, ok := apiToKubernetes(in)
-		if got != want || ok != (want != "") {
-			t.Errorf("apiToKubernetes(%q) = %q, %v; want %q", in, got, ok, want)
-		}
 	}
 }
 

@@ -100,7 +100,7 @@ type Options struct {
 	// means 40.
 	LeaseDuration int32
 	// Version is heartlet's version; nodeInfo.kubeletVersion is
-	// KubeletVersion(Version).
+	// version.Kubelet(Version).
 	Version string
 	// Port is daemonEndpoints.kubeletEndpoint.port; 0 means 10250.
 	Port int32

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+
+	heartletversion "github.com/heartlet/heartlet/internal/version"
 )
 
 // statusRetries is how many times one status update is tried.
@@ -275,7 +277,7 @@ func (m *Manager) setNodeInfo(node *v1.Node, version *runtimeapi.VersionResponse
 	info.OSImage = m.host.osImage()
 	info.OperatingSystem = goruntime.GOOS
 	info.Architecture = goruntime.GOARCH
-	info.KubeletVersion = KubeletVersion(m.opts.Version)
+	info.KubeletVersion = heartletversion.Kubelet(m.opts.Version)
 	if version != nil {
 		m.runtimeVersion = version.RuntimeName + "://" + version.RuntimeVersion
 	}

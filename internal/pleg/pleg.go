@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/coalesce"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/runtime"
 )
@@ -33,7 +34,9 @@ const (
 	// period, so ten seconds without one means the runtime does not answer.
 	RuntimeThreshold = 10 * time.Second
 	// eventBuffer is the capacity of the events channel. When it is full,
-	// events are dropped: the pod workers' periodic resync repairs that.
+	// the newest event of each pod waits beside it (coalesced per pod) and
+	// is delivered after a later relist: events are never dropped and the
+	// relist never blocks.
 	eventBuffer = 1000
 )
 
@@ -72,7 +75,7 @@ type PLEG struct {
 	lister Lister
 	period time.Duration
 	clk    clock.Clock
-	events chan Event
+	events *coalesce.Queue[types.UID, Event]
 
 	// Used by the relisting goroutine only.
 	prev      map[types.UID]*record
@@ -84,8 +87,7 @@ type PLEG struct {
 	lastErr     error     // error of the last relist, nil after a success
 	running     bool
 
-	// afterRelist, when set, is called after every relist once the next
-	// one is scheduled. For tests.
+	// afterRelist is WithAfterRelist's function, nil without it.
 	afterRelist func()
 }
 
@@ -97,25 +99,41 @@ type record struct {
 
 // New returns a PLEG that lists pods with l every period (DefaultPeriod
 // when period <= 0). Nothing runs until Run.
-func New(l Lister, period time.Duration, clk clock.Clock) *PLEG {
+func New(l Lister, period time.Duration, clk clock.Clock, opts ...Option) *PLEG {
 	if period <= 0 {
 		period = DefaultPeriod
 	}
-	return &PLEG{
+	p := &PLEG{
 		lister: l,
 		period: period,
 		clk:    clk,
-		events: make(chan Event, eventBuffer),
+		events: coalesce.New[types.UID, Event](eventBuffer),
 		prev:   map[types.UID]*record{},
 	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Option configures a PLEG.
+type Option func(*PLEG)
+
+// WithAfterRelist has Run call f after every relist, once the next one is
+// scheduled, from Run's goroutine. Tests use it to step a fake clock only
+// once the timer waits on it.
+func WithAfterRelist(f func()) Option {
+	return func(p *PLEG) { p.afterRelist = f }
 }
 
 // Events returns the channel of pod lifecycle events. It is never closed.
+// When its reader falls behind, the events of a pod it has not taken yet
+// are coalesced to the pod's latest.
 // The first relist reports everything it finds as new, so pods that
 // survived a restart of heartlet are synced (adopted) through the same
 // path as any other change.
 func (p *PLEG) Events() <-chan Event {
-	return p.events
+	return p.events.C()
 }
 
 // Run relists at once and then every period after the previous relist
@@ -216,6 +234,8 @@ func (p *PLEG) relist(ctx context.Context) {
 		metrics.PLEGRelistInterval.Observe(start.Sub(p.lastStart).Seconds())
 	}
 	p.lastStart = start
+	// Events that waited for room since the last relist go first.
+	p.events.Flush()
 	defer func() {
 		metrics.PLEGRelistDuration.Observe(p.clk.Since(start).Seconds())
 	}()
@@ -258,16 +278,11 @@ func (p *PLEG) relist(ctx context.Context) {
 	p.mu.Unlock()
 	metrics.PLEGLastSeen.Set(float64(start.Unix()))
 
-	dropped := 0
 	for _, e := range events {
-		select {
-		case p.events <- e:
-		default:
-			dropped++
-		}
+		p.events.Send(e.UID, e)
 	}
-	if dropped > 0 {
-		logger.Info("PLEG event channel full, events dropped", "dropped", dropped, "capacity", eventBuffer)
+	if n := p.events.Flush(); n > 0 {
+		logger.Info("PLEG event channel full, the latest event of each pod waits for room", "waitingPods", n, "capacity", eventBuffer)
 	}
 }
 

@@ -293,16 +293,28 @@ func TestRelisted(t *testing.T) {
 	}
 }
 
-func TestFullChannelDropsEvents(t *testing.T) {
+func TestFullChannelCoalescesPerPod(t *testing.T) {
 	p, l, _ := newTestPLEG(t)
 	var containers []string
 	for i := range eventBuffer + 10 {
 		containers = append(containers, fmt.Sprintf("c%04d=running", i))
 	}
-	l.set([]*runtime.PodStatus{pod("a", nil, containers...)}, nil)
+	l.set([]*runtime.PodStatus{pod("a", nil, containers...), pod("b", nil, "x=running")}, nil)
 	p.relist(context.Background()) // must not block
 	if n := len(p.Events()); n != eventBuffer {
 		t.Errorf("queued events = %d, want %d", n, eventBuffer)
+	}
+	got := drain(p)
+	// The reader caught up: the next relist delivers the latest event of
+	// each pod that had to wait, even though nothing changed since.
+	p.relist(context.Background())
+	late := drain(p)
+	want := []Event{ev("a", ContainerStarted, fmt.Sprintf("c%04d", eventBuffer+9)), ev("b", ContainerStarted, "x")}
+	if !slices.Equal(late, want) {
+		t.Errorf("events after the next relist = %v, want the latest of each waiting pod %v", late, want)
+	}
+	if len(got)+len(late) != eventBuffer+2 {
+		t.Errorf("%d events in all, want %d", len(got)+len(late), eventBuffer+2)
 	}
 }
 
@@ -481,7 +493,7 @@ func TestRuntimeHealthyBeforeFirstRelist(t *testing.T) {
 func runPLEG(t *testing.T, p *PLEG) (scheduled chan struct{}, stop func()) {
 	t.Helper()
 	scheduled = make(chan struct{}, 100)
-	p.afterRelist = func() { scheduled <- struct{}{} }
+	WithAfterRelist(func() { scheduled <- struct{}{} })(p)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()

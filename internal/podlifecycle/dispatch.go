@@ -6,6 +6,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/podconfig"
+	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/podworker"
 )
 
@@ -63,7 +64,7 @@ func (d *Dispatcher) Handle(ctx context.Context, u podconfig.Update) {
 			d.probes.AddPod(pod)
 		}
 		d.workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod, GracePeriod: pod.DeletionGracePeriodSeconds})
-	case IsTerminalPhase(pod.Status.Phase) && !d.workers.Known(pod.UID):
+	case podspec.IsTerminalPhase(pod.Status.Phase) && !d.workers.Known(pod.UID):
 		klog.FromContext(ctx).V(4).Info("Pod already finished, not started", "pod", klog.KObj(pod), "podUID", pod.UID, "phase", pod.Status.Phase)
 	case u.Op == podconfig.OpAdd:
 		d.startup.Seen(pod)

@@ -142,8 +142,3 @@ type MirrorSyncer interface {
 	SyncMirrors(ctx context.Context) error
 	MirrorCount() int
 }
-
-// IsTerminalPhase tells whether a pod in phase p has finished for good.
-func IsTerminalPhase(p v1.PodPhase) bool {
-	return p == v1.PodSucceeded || p == v1.PodFailed
-}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/metrics"
+	"github.com/heartlet/heartlet/internal/podspec"
 )
 
 // Tracker keeps the startup facts of pods that have not finished starting.
@@ -48,7 +49,7 @@ func New(clk clock.PassiveClock) *Tracker {
 // kubelet already started (their status has a start time, or they are
 // terminal) are not tracked.
 func (t *Tracker) Seen(pod *v1.Pod) {
-	if pod.Status.StartTime != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+	if pod.Status.StartTime != nil || podspec.IsTerminalPhase(pod.Status.Phase) {
 		return
 	}
 	t.mu.Lock()
@@ -109,7 +110,7 @@ func (t *Tracker) Observe(pod *v1.Pod, st *v1.PodStatus) {
 	if s == nil || (s.running && s.started) {
 		return
 	}
-	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+	if podspec.IsTerminalPhase(st.Phase) {
 		delete(t.pods, pod.UID)
 		return
 	}

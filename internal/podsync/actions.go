@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/probe"
 	"github.com/heartlet/heartlet/internal/runtime"
 )
@@ -241,7 +242,7 @@ func (a *podActions) computeInit(pod *v1.Pod, rs *runtime.PodStatus, current map
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		st := current[c.Name]
-		if isSidecar(c) {
+		if podspec.IsSidecar(c) {
 			if !a.keepSidecar(pod, rs, c, st, hashOf, bo) && !initialized {
 				return false
 			}
@@ -301,12 +302,6 @@ func (a *podActions) keepSidecar(pod *v1.Pod, rs *runtime.PodStatus, c *v1.Conta
 		return r == probe.Success
 	}
 	return true
-}
-
-// isSidecar reports whether an init container is a sidecar: one with
-// restartPolicy Always that keeps running next to the app containers.
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 // computeApp decides for every app container: keep, start, restart or hold.

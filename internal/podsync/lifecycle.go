@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/journal"
-	"github.com/heartlet/heartlet/internal/nodestatus"
-	"github.com/heartlet/heartlet/internal/runtime"
+	"github.com/heartlet/heartlet/internal/version"
 )
 
 // Lifecycle hook events and the waiting reason of a container whose
@@ -133,7 +133,7 @@ func (s *Syncer) killContainer(ctx context.Context, pod *v1.Pod, name, id string
 		grace = minimumGracePeriod
 	}
 	logger.V(2).Info("Stopping container", "gracePeriod", grace)
-	if err := s.rt.StopContainer(ctx, id, grace); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+	if err := s.rt.StopContainer(ctx, id, grace); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("stop container %s: %w", name, err)
 	}
 	return nil
@@ -307,7 +307,7 @@ func hookRequest(ctx context.Context, get *v1.HTTPGetAction, c *v1.Container, ho
 		headers.Add(h.Name, h.Value)
 	}
 	if _, ok := headers["User-Agent"]; !ok {
-		headers.Set("User-Agent", "kube-lifecycle/"+kubeMajorMinor())
+		headers.Set("User-Agent", "kube-lifecycle/"+version.KubernetesMinor())
 	}
 	if _, ok := headers["Accept"]; !ok {
 		headers.Set("Accept", "*/*")
@@ -346,17 +346,6 @@ func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
 		return port, nil
 	}
 	return port, fmt.Errorf("invalid port number: %v", port)
-}
-
-// kubeMajorMinor is the Kubernetes release heartlet implements, "1.37".
-func kubeMajorMinor() string {
-	v := strings.TrimPrefix(nodestatus.KubeletVersion(""), "v")
-	v, _, _ = strings.Cut(v, "+")
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
-		return v
-	}
-	return parts[0] + "." + parts[1]
 }
 
 func discardBody(resp *http.Response) {

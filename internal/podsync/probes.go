@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/probe"
 	"github.com/heartlet/heartlet/internal/runtime"
 )
@@ -32,7 +33,7 @@ func addProbeKills(pod *v1.Pod, rs *runtime.PodStatus, a *podActions, probes Pro
 	}
 	var candidates []*v1.Container
 	for i := range pod.Spec.InitContainers {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
+		if podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
 			candidates = append(candidates, &pod.Spec.InitContainers[i])
 		}
 	}
@@ -53,7 +54,7 @@ func addProbeKills(pod *v1.Pod, rs *runtime.PodStatus, a *podActions, probes Pro
 		} else {
 			continue
 		}
-		sidecar := isSidecar(c)
+		sidecar := podspec.IsSidecar(c)
 		restart := sidecar || pod.Spec.RestartPolicy != v1.RestartPolicyNever
 		if restart {
 			msg += ", will be restarted"
@@ -104,7 +105,7 @@ func probeInputs(pod *v1.Pod, rs *runtime.PodStatus, probes Probes) (ready, star
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; isSidecar(c) {
+		if c := &pod.Spec.InitContainers[i]; podspec.IsSidecar(c) {
 			visit(c)
 		}
 	}

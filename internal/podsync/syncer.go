@@ -21,9 +21,11 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podresources"
+	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/status"
@@ -412,12 +414,12 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	}
 
 	for _, id := range acts.removeContainers {
-		if err := s.rt.RemoveContainer(ctx, id); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+		if err := s.rt.RemoveContainer(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			logger.Error(err, "Failed to remove dead container", "containerID", id)
 		}
 	}
 	for _, id := range acts.removeSandboxes {
-		if err := s.rt.RemovePodSandbox(ctx, id); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+		if err := s.rt.RemovePodSandbox(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			logger.Error(err, "Failed to remove dead sandbox", "sandbox", id)
 		}
 	}
@@ -615,7 +617,7 @@ func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus
 		if sb.State != runtime.SandboxReady {
 			continue
 		}
-		if err := s.rt.StopPodSandbox(ctx, sb.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+		if err := s.rt.StopPodSandbox(ctx, sb.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
 		}
 	}
@@ -627,7 +629,7 @@ func (s *Syncer) killPod(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus
 func stopOrder(pod *v1.Pod, cs []*runtime.ContainerStatus) (first, sidecars []*runtime.ContainerStatus) {
 	rank := map[string]int{}
 	for i := range pod.Spec.InitContainers {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
+		if podspec.IsSidecar(&pod.Spec.InitContainers[i]) {
 			rank[pod.Spec.InitContainers[i].Name] = i + 1
 		}
 	}
@@ -694,15 +696,15 @@ func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
 		return fmt.Errorf("get runtime status of pod %s: %w", uid, err)
 	}
 	for _, c := range rs.Containers {
-		if err := s.rt.RemoveContainer(ctx, c.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+		if err := s.rt.RemoveContainer(ctx, c.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			return fmt.Errorf("remove container %s: %w", c.Name, err)
 		}
 	}
 	for _, sb := range rs.Sandboxes {
-		if err := s.rt.StopPodSandbox(ctx, sb.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+		if err := s.rt.StopPodSandbox(ctx, sb.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
 		}
-		if err := s.rt.RemovePodSandbox(ctx, sb.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+		if err := s.rt.RemovePodSandbox(ctx, sb.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			return fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err)
 		}
 	}

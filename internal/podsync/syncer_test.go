@@ -44,6 +44,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatalf("connect to fake CRI: %v", err)
 	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	resolv := filepath.Join(t.TempDir(), "resolv.conf")
 	if err := os.WriteFile(resolv, []byte("nameserver 192.0.2.53\nsearch example.org\noptions ndots:2\n"), 0o644); err != nil {
 		t.Fatal(err)

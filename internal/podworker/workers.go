@@ -6,7 +6,6 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -61,12 +60,29 @@ type Workers struct {
 	stopped bool
 	wg      sync.WaitGroup
 
-	// running counts worker goroutines, firing counts timer callbacks not
-	// yet handled; changed is closed and replaced whenever either drops.
-	// Together they let tests wait until the workers are idle.
-	running int
-	firing  atomic.Int64
-	changed chan struct{}
+	// activity is told of every worker goroutine and timer callback that
+	// starts (+1) or ends (-1); nil unless WithActivity is given.
+	activity func(delta int)
+}
+
+// Option configures Workers.
+type Option func(*Workers)
+
+// WithActivity has Workers call f with +1 when a worker goroutine starts or
+// a timer callback fires, and with -1 when it has ended; the sum is 0 when
+// the workers are idle. A start that follows from an ending (a fired timer
+// starting a worker) is reported before the ending, so the sum drops to 0
+// only when nothing is left to run. f is called with Workers' lock held
+// or from a clock's callback: it must neither block nor call Workers.
+// Tests use it to wait until the workers are idle.
+func WithActivity(f func(delta int)) Option {
+	return func(w *Workers) { w.activity = f }
+}
+
+func (w *Workers) active(delta int) {
+	if w.activity != nil {
+		w.activity(delta)
+	}
 }
 
 // podState is the record of one pod UID. All fields are guarded by
@@ -126,15 +142,18 @@ type result struct {
 // safety-net sync of every syncing pod (syncFrequency, default 1m); 0
 // disables it. Nothing runs until Run is called; updates given before are
 // kept.
-func New(s Syncer, clk clock.Clock, resync time.Duration) *Workers {
-	return &Workers{
-		syncer:  s,
-		clk:     clk,
-		resync:  resync,
-		pods:    map[types.UID]*podState{},
-		byName:  map[string]map[types.UID]*podState{},
-		changed: make(chan struct{}),
+func New(s Syncer, clk clock.Clock, resync time.Duration, opts ...Option) *Workers {
+	w := &Workers{
+		syncer: s,
+		clk:    clk,
+		resync: resync,
+		pods:   map[types.UID]*podState{},
+		byName: map[string]map[types.UID]*podState{},
 	}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
 }
 
 // Run starts the workers for the updates received so far and serves later
@@ -468,7 +487,7 @@ func (w *Workers) dispatchLocked(ps *podState) {
 		return
 	}
 	ps.running = true
-	w.running++
+	w.active(1)
 	w.wg.Add(1)
 	go w.work(ps)
 }
@@ -481,8 +500,7 @@ func (w *Workers) work(ps *podState) {
 		j, ok := w.nextJobLocked(ps)
 		if !ok {
 			ps.running = false
-			w.running--
-			w.notifyLocked()
+			w.active(-1)
 			w.mu.Unlock()
 			return
 		}
@@ -669,7 +687,7 @@ func (w *Workers) armLocked(ps *podState, d time.Duration, t UpdateType) {
 	ps.timer = w.afterFunc(d, func() {
 		// Never take w.mu here: a fake clock runs this while holding its own
 		// lock, which the holder of w.mu may be waiting for.
-		w.firing.Add(1)
+		w.active(1)
 		go w.fire(ps, gen)
 	})
 }
@@ -684,10 +702,7 @@ func (w *Workers) stopTimerLocked(ps *podState) {
 func (w *Workers) fire(ps *podState, gen uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	defer func() {
-		w.firing.Add(-1)
-		w.notifyLocked()
-	}()
+	defer w.active(-1)
 	if w.pods[ps.uid] != ps || ps.timer == nil || ps.timerGen != gen {
 		return
 	}
@@ -697,11 +712,6 @@ func (w *Workers) fire(ps *podState, gen uint64) {
 		ps.pendingType = strongerSync(ps.pendingType, ps.timerType)
 	}
 	w.dispatchLocked(ps)
-}
-
-func (w *Workers) notifyLocked() {
-	close(w.changed)
-	w.changed = make(chan struct{})
 }
 
 func (w *Workers) sortedUIDsLocked() []types.UID {

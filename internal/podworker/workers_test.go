@@ -126,6 +126,7 @@ type harness struct {
 	clk    *testclock.FakeClock
 	s      *fakeSyncer
 	w      *Workers
+	act    *activity
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -142,7 +143,8 @@ func newStoppedHarness(t *testing.T, resync time.Duration) *harness {
 	t.Helper()
 	clk := testclock.NewFakeClock(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := newFakeSyncer(clk)
-	h := &harness{t: t, clk: clk, s: s, w: New(s, clk, resync)}
+	act := newActivity()
+	h := &harness{t: t, clk: clk, s: s, act: act, w: New(s, clk, resync, WithActivity(act.add))}
 	t.Cleanup(h.stop)
 	return h
 }
@@ -192,17 +194,38 @@ func (h *harness) expect(op callOp, uid types.UID) call {
 	return c
 }
 
+// activity counts the workers' busy goroutines and timer callbacks, as
+// told by WithActivity.
+type activity struct {
+	mu      sync.Mutex
+	busy    int
+	changed chan struct{}
+}
+
+func newActivity() *activity { return &activity{changed: make(chan struct{})} }
+
+func (a *activity) add(delta int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.busy += delta
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+func (a *activity) state() (busy int, changed <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.busy, a.changed
+}
+
 // waitIdle waits until no worker goroutine runs and no timer callback is
 // pending.
 func (h *harness) waitIdle() {
 	h.t.Helper()
 	deadline := time.After(waitTimeout)
 	for {
-		h.w.mu.Lock()
-		idle := h.w.running == 0 && h.w.firing.Load() == 0
-		ch := h.w.changed
-		h.w.mu.Unlock()
-		if idle {
+		busy, ch := h.act.state()
+		if busy == 0 {
 			return
 		}
 		select {
@@ -610,7 +633,8 @@ type timerOnlyClock struct {
 func TestRetryOnClockWithoutAfterFunc(t *testing.T) {
 	clk := testclock.NewFakeClock(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := newFakeSyncer(clk)
-	h := &harness{t: t, clk: clk, s: s, w: New(s, timerOnlyClock{clk}, testResync)}
+	act := newActivity()
+	h := &harness{t: t, clk: clk, s: s, act: act, w: New(s, timerOnlyClock{clk}, testResync, WithActivity(act.add))}
 	t.Cleanup(h.stop)
 	h.start()
 	s.setSync(func(ctx context.Context, c call) (SyncResult, error) {
@@ -900,10 +924,7 @@ func TestRunShutdownWaitsForWorkers(t *testing.T) {
 	if n := exited.Load(); n != int32(len(uids)) {
 		t.Errorf("Run returned with %d of %d Syncer calls still running", len(uids)-int(n), len(uids))
 	}
-	h.w.mu.Lock()
-	running := h.w.running
-	h.w.mu.Unlock()
-	if running != 0 {
+	if running, _ := h.act.state(); running != 0 {
 		t.Errorf("%d worker goroutines left after Run returned", running)
 	}
 

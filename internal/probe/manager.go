@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heartlet/heartlet/internal/coalesce"
+	"github.com/heartlet/heartlet/internal/podspec"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,8 +16,19 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// updatesBuffer is how many result changes may wait for their reader.
+// updatesBuffer is how many result changes the updates channel holds. When
+// it is full, the latest change of each probe waits beside it (coalesced)
+// until a later probe round finds room: a worker never blocks on its
+// reader and no change is lost.
 const updatesBuffer = 128
+
+// updateKey is what a waiting update is coalesced by: one probe of one
+// container.
+type updateKey struct {
+	pod       types.UID
+	container string
+	kind      Kind
+}
 
 // Options are what the manager needs.
 type Options struct {
@@ -34,6 +47,11 @@ type Options struct {
 	// worker.initialFor): for a static pod, its mirror pod's status. nil,
 	// or false from it, uses pod.Status.
 	PreviousStatus func(pod *v1.Pod) (*v1.PodStatus, bool)
+	// AfterRound, when set, is called by a worker after each of its probe
+	// rounds, and WorkerExited when the worker has ended (with the
+	// manager's lock held: neither may call the Manager). Tests use them to
+	// wait for rounds instead of time.
+	AfterRound, WorkerExited func(pod types.UID, container string, kind Kind)
 	// Rand returns a number in [0, 1) for the workers' initial jitter;
 	// math/rand's when nil.
 	Rand func() float64
@@ -67,7 +85,7 @@ type Manager struct {
 	opts    Options
 	clock   clock.WithTicker
 	prober  *prober
-	updates chan Update
+	updates *coalesce.Queue[updateKey, Update]
 	// started is when the manager was made: containers running since
 	// before it were adopted from an earlier heartlet.
 	started time.Time
@@ -78,11 +96,6 @@ type Manager struct {
 	workers map[workerKey]*worker
 	results map[resultKey]Result
 	wg      sync.WaitGroup
-
-	// afterProbe and workerExited, when set (by tests), are called by a
-	// worker after each of its probe rounds and when it has ended.
-	afterProbe   func(w *worker)
-	workerExited func(w *worker)
 }
 
 // NewManager returns a manager; no worker runs before Run.
@@ -98,7 +111,7 @@ func NewManager(opts Options) *Manager {
 		opts:    opts,
 		clock:   clk,
 		prober:  newProber(opts.Exec),
-		updates: make(chan Update, updatesBuffer),
+		updates: coalesce.New[updateKey, Update](updatesBuffer),
 		started: clk.Now(),
 		pods:    map[types.UID]*v1.Pod{},
 		workers: map[workerKey]*worker{},
@@ -125,10 +138,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
-// Updates delivers every change of a result. Its reader must keep up:
-// workers wait for it.
+// Updates delivers the changes of results. Workers never wait for its
+// reader: when the reader falls behind, the changes of a probe it has not
+// taken yet are coalesced to the latest.
 func (m *Manager) Updates() <-chan Update {
-	return m.updates
+	return m.updates.C()
 }
 
 // AddPod starts a worker for every probe of the pod's app containers and
@@ -170,7 +184,7 @@ func probedContainers(pod *v1.Pod) []*v1.Container {
 	var out []*v1.Container
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if podspec.IsSidecar(c) {
 			out = append(out, c)
 		}
 	}
@@ -257,11 +271,7 @@ func (m *Manager) set(ctx context.Context, w *worker, containerID string, r Resu
 	klog.FromContext(ctx).V(2).Info("Probe result changed", "pod", klog.KObj(pod), "podUID", pod.UID,
 		"container", w.container.Name, "probeType", w.kind, "result", r)
 	u := Update{PodUID: pod.UID, ContainerName: w.container.Name, ContainerID: containerID, Kind: w.kind, Result: r}
-	select {
-	case m.updates <- u:
-	case <-ctx.Done():
-	case <-w.stopCh:
-	}
+	m.updates.Send(updateKey{u.PodUID, u.ContainerName, u.Kind}, u)
 }
 
 // remove forgets a result.
@@ -279,8 +289,8 @@ func (m *Manager) workerDone(w *worker) {
 	if m.workers[k] == w {
 		delete(m.workers, k)
 	}
-	if m.workerExited != nil {
-		m.workerExited(w)
+	if m.opts.WorkerExited != nil {
+		m.opts.WorkerExited(k.uid, k.container, k.kind)
 	}
 }
 

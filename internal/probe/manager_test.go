@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // waitTimeout bounds how long a test waits for a worker goroutine.
@@ -23,8 +24,8 @@ func runFixture(t *testing.T) (*fixture, chan round, chan round) {
 	t.Helper()
 	f := newFixture()
 	rounds, exited := make(chan round, 100), make(chan round, 100)
-	f.m.afterProbe = func(w *worker) { rounds <- round{w.container.Name, w.kind} }
-	f.m.workerExited = func(w *worker) { exited <- round{w.container.Name, w.kind} }
+	f.m.opts.AfterRound = func(_ types.UID, c string, k Kind) { rounds <- round{c, k} }
+	f.m.opts.WorkerExited = func(_ types.UID, c string, k Kind) { exited <- round{c, k} }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -154,7 +155,7 @@ func TestManagerAddBeforeRun(t *testing.T) {
 		t.Fatal("a worker started before Run")
 	}
 	rounds := make(chan round, 10)
-	f.m.afterProbe = func(w *worker) { rounds <- round{w.container.Name, w.kind} }
+	f.m.opts.AfterRound = func(_ types.UID, c string, k Kind) { rounds <- round{c, k} }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/heartlet/heartlet/internal/expansion"
 	"github.com/heartlet/heartlet/internal/runtime"
+	"github.com/heartlet/heartlet/internal/version"
 )
 
 // maxOutput bounds the output kept from an exec probe and the body read
@@ -73,7 +73,7 @@ func newProber(exec ExecRunner) *prober {
 			Proxy:              nil,
 			DialContext:        probeDialer(0).DialContext,
 		},
-		userAgent: "kube-probe/" + kubernetesMinorVersion(),
+		userAgent: "kube-probe/" + version.KubernetesMinor(),
 	}
 }
 
@@ -310,29 +310,4 @@ func resolvePort(port intstr.IntOrString, c *v1.Container) (int, error) {
 		return 0, fmt.Errorf("invalid port number %d", n)
 	}
 	return n, nil
-}
-
-// fallbackKubernetesMinor is used when the binary carries no module
-// information.
-const fallbackKubernetesMinor = "1.37"
-
-// kubernetesMinorVersion is "<major>.<minor>" of the Kubernetes release
-// whose API heartlet implements (k8s.io/api v0.X.Y is Kubernetes v1.X.Y).
-func kubernetesMinorVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return fallbackKubernetesMinor
-	}
-	for _, d := range bi.Deps {
-		if d.Path != "k8s.io/api" {
-			continue
-		}
-		parts := strings.Split(strings.TrimPrefix(d.Version, "v"), ".")
-		if len(parts) >= 2 && parts[0] == "0" {
-			if _, err := strconv.Atoi(parts[1]); err == nil {
-				return "1." + parts[1]
-			}
-		}
-	}
-	return fallbackKubernetesMinor
 }

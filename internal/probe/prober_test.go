@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/heartlet/heartlet/internal/runtime"
+	"github.com/heartlet/heartlet/internal/version"
 )
 
 // fakeExec answers ExecSync with a fixed result and records the calls.
@@ -199,7 +200,7 @@ func TestHTTPProbe(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		// Upstream pkg/probe/http/request.go: User-Agent kube-probe/<major>.<minor>, Accept */*.
-		if ua := lastHeaders.Get("User-Agent"); ua != "kube-probe/"+kubernetesMinorVersion() || !strings.HasPrefix(ua, "kube-probe/1.") {
+		if ua := lastHeaders.Get("User-Agent"); ua != "kube-probe/"+version.KubernetesMinor() || !strings.HasPrefix(ua, "kube-probe/1.") {
 			t.Errorf("User-Agent = %q", ua)
 		}
 		if got := lastHeaders.Values("X-Probe"); strings.Join(got, ",") != "a,b" {

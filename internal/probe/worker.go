@@ -12,6 +12,7 @@ import (
 
 	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/metrics"
+	"github.com/heartlet/heartlet/internal/podspec"
 )
 
 // worker probes one kind of probe of one container, periodically, until
@@ -148,9 +149,11 @@ func (w *worker) run(ctx context.Context) {
 	}
 	t = w.m.clock.NewTicker(period)
 	for {
+		// Changes that waited for room in the updates channel go first.
+		w.m.updates.Flush()
 		keep := w.doProbe(ctx)
-		if w.m.afterProbe != nil {
-			w.m.afterProbe(w)
+		if f := w.m.opts.AfterRound; f != nil {
+			f(w.getPod().UID, w.container.Name, w.kind)
 		}
 		if !keep {
 			return
@@ -215,7 +218,7 @@ func (w *worker) doProbe(ctx context.Context) bool {
 	if !ok {
 		return true // not reported yet
 	}
-	if status.Phase == v1.PodFailed || status.Phase == v1.PodSucceeded {
+	if podspec.IsTerminalPhase(status.Phase) {
 		logger.V(3).Info("Pod has finished; stopping its probe", "phase", status.Phase)
 		return false
 	}

@@ -108,7 +108,7 @@ func (f *fixture) drain() []Update {
 	var out []Update
 	for {
 		select {
-		case u := <-f.m.updates:
+		case u := <-f.m.updates.C():
 			out = append(out, u)
 		default:
 			return out
@@ -480,5 +480,29 @@ func TestWorkerEventsAndMetrics(t *testing.T) {
 	w.deleteMetrics()
 	if got := testutil.ToFloat64(metrics.ProbeResults.WithLabelValues("Readiness", "failed", "app", "web", "ns", "uid-metrics")); got != 0 {
 		t.Errorf("series kept after the worker ended: %v", got)
+	}
+}
+
+// A worker never waits for the reader of Updates: with the channel full,
+// its change waits coalesced beside it, and the next round delivers it once
+// the reader has made room.
+func TestWorkerDoesNotBlockOnAFullUpdatesChannel(t *testing.T) {
+	f := newFixture()
+	for i := range updatesBuffer {
+		f.m.updates.Send(updateKey{pod: "other", container: fmt.Sprint(i)}, Update{PodUID: "other"})
+	}
+	pod := testPod(v1.Container{Name: "app", LivenessProbe: execProbe(func(p *v1.Probe) { p.InitialDelaySeconds = 30 })})
+	f.status.set(pod.UID, running("app", "c1", t0))
+	w := newWorker(f.m, pod, &pod.Spec.Containers[0], Liveness)
+	if !w.doProbe(context.Background()) { // returns although nobody reads
+		t.Fatal("worker stopped")
+	}
+	if got := len(f.drain()); got != updatesBuffer {
+		t.Fatalf("%d updates in the channel, want the %d that filled it", got, updatesBuffer)
+	}
+	f.m.updates.Flush() // what the worker's next round does first
+	want := Update{PodUID: pod.UID, ContainerName: "app", ContainerID: "c1", Kind: Liveness, Result: Success}
+	if ups := f.drain(); len(ups) != 1 || ups[0] != want {
+		t.Errorf("updates after the next round = %+v, want %+v", ups, want)
 	}
 }

@@ -3,6 +3,7 @@ package qos
 import (
 	"math"
 
+	"github.com/heartlet/heartlet/internal/podspec"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -117,7 +118,7 @@ func aggregate(pod *v1.Pod, get func(c *v1.Container) v1.ResourceList) v1.Resour
 		c := &pod.Spec.InitContainers[i]
 		r := get(c)
 		var phase v1.ResourceList
-		if isSidecar(c) {
+		if podspec.IsSidecar(c) {
 			addAll(out, r)
 			addAll(sidecars, r)
 			phase = sidecars
@@ -130,12 +131,6 @@ func aggregate(pod *v1.Pod, get func(c *v1.Container) v1.ResourceList) v1.Resour
 	}
 	maxAll(out, peak)
 	return out
-}
-
-// isSidecar reports whether an init container is a sidecar: restartable,
-// started before the app containers and running next to them.
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 func addTo(l v1.ResourceList, name v1.ResourceName, q resource.Quantity) {

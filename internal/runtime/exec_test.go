@@ -60,6 +60,7 @@ func TestExecSync(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = r.Close(context.Background()) })
 			id := runContainer(t, ctx, f, r)
 			if tt.stopped {
 				if err := r.StopContainer(ctx, id, 0); err != nil {

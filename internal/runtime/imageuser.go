@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -19,7 +20,7 @@ func (r *Runtime) ImageUser(ctx context.Context, image string) (_ *int64, _ stri
 	}
 	im := resp.GetImage()
 	if im == nil {
-		return nil, "", fmt.Errorf("image %s: %w", image, ErrNotFound)
+		return nil, "", fmt.Errorf("image %s: %w", image, errdefs.ErrNotFound)
 	}
 	if uid := im.GetUid(); uid != nil {
 		v := uid.GetValue()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/runtime/fakecri"
 )
 
@@ -23,7 +24,7 @@ func TestImageUser(t *testing.T) {
 		{name: "no user is root", set: func(f *fakecri.Server) { f.AddImage("img:1") }, wantUID: new(int64)},
 		{name: "numeric", set: func(f *fakecri.Server) { f.SetImageUser("img:1", &uid, "") }, wantUID: &uid},
 		{name: "name", set: func(f *fakecri.Server) { f.SetImageUser("img:1", nil, "app") }, wantName: "app"},
-		{name: "missing image", set: func(*fakecri.Server) {}, wantErr: ErrNotFound},
+		{name: "missing image", set: func(*fakecri.Server) {}, wantErr: errdefs.ErrNotFound},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -34,6 +35,7 @@ func TestImageUser(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = r.Close(context.Background()) })
 			gotUID, gotName, err := r.ImageUser(ctx, "img:1")
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/heartlet/heartlet/internal/podconfig"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +21,7 @@ func testPod(name string, uid types.UID) *v1.Pod {
 			Namespace:   "default",
 			UID:         uid,
 			Labels:      map[string]string{"app": name, LabelPodName: "spoofed"},
-			Annotations: map[string]string{AnnotationConfigSrc: "file"},
+			Annotations: map[string]string{podconfig.AnnotationConfigSource: "file"},
 		},
 		Spec: v1.PodSpec{
 			TerminationGracePeriodSeconds: &grace,

@@ -19,16 +19,13 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/metrics"
 )
 
 // DefaultTimeout is the connection and per-call timeout New uses when given
 // zero, as the upstream kubelet's default runtime request timeout.
 const DefaultTimeout = 2 * time.Minute
-
-// ErrNotFound is in the chain of every error the runtime answered with
-// gRPC NotFound (no such sandbox, container or image).
-var ErrNotFound = errors.New("not found")
 
 // Runtime is heartlet's client of a CRI runtime and image service. Every
 // call is counted in the kubelet_runtime_operations_* metrics. It is safe
@@ -220,12 +217,12 @@ func (r *Runtime) record(op string, start time.Time, err *error) {
 	}
 }
 
-// wrap names what failed and puts ErrNotFound in the chain for gRPC
+// wrap names what failed and puts errdefs.ErrNotFound in the chain for gRPC
 // NotFound; the gRPC error stays in the chain too.
 func wrap(err error, format string, args ...any) error {
 	what := fmt.Sprintf(format, args...)
 	if status.Code(err) == codes.NotFound {
-		return fmt.Errorf("%s: %w: %w", what, ErrNotFound, err)
+		return fmt.Errorf("%s: %w: %w", what, errdefs.ErrNotFound, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

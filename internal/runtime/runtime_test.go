@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/runtime/fakecri"
 )
@@ -296,8 +297,8 @@ func TestSandboxLifecycle(t *testing.T) {
 
 	stop = snapshot(t, opStopPodSandbox)
 	err = r.StopPodSandbox(ctx, id)
-	if !errors.Is(err, ErrNotFound) || status.Code(err) != codes.NotFound {
-		t.Errorf("StopPodSandbox of a removed sandbox = %v, want ErrNotFound with the gRPC status kept", err)
+	if !errors.Is(err, errdefs.ErrNotFound) || status.Code(err) != codes.NotFound {
+		t.Errorf("StopPodSandbox of a removed sandbox = %v, want errdefs.ErrNotFound with the gRPC status kept", err)
 	}
 	if err != nil && !strings.Contains(err.Error(), id) {
 		t.Errorf("error %q does not name sandbox %s", err, id)
@@ -318,8 +319,8 @@ func TestContainerLifecycle(t *testing.T) {
 
 	create := snapshot(t, opCreateContainer)
 	_, err = r.CreateContainer(ctx, sbID, cCfg, sbCfg)
-	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "not present") {
-		t.Errorf("CreateContainer without the image = %v, want ErrNotFound naming the missing image", err)
+	if !errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "not present") {
+		t.Errorf("CreateContainer without the image = %v, want errdefs.ErrNotFound naming the missing image", err)
 	}
 	create.check(t, 1, 1)
 
@@ -370,8 +371,8 @@ func TestContainerLifecycle(t *testing.T) {
 	}
 
 	start = snapshot(t, opStartContainer)
-	if err := r.StartContainer(ctx, id); !errors.Is(err, ErrNotFound) {
-		t.Errorf("StartContainer of a removed container = %v, want ErrNotFound", err)
+	if err := r.StartContainer(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("StartContainer of a removed container = %v, want errdefs.ErrNotFound", err)
 	}
 	start.check(t, 1, 1)
 }
@@ -471,8 +472,8 @@ func TestInjectedErrorsAreCounted(t *testing.T) {
 	srv.InjectError("ListContainers", status.Error(codes.Unavailable, "runtime restarting"))
 
 	sb, ct := snapshot(t, opListPodSandbox), snapshot(t, opListContainers)
-	if _, err := r.ListPods(ctx); status.Code(err) != codes.Unavailable || errors.Is(err, ErrNotFound) {
-		t.Errorf("ListPods = %v, want Unavailable and not ErrNotFound", err)
+	if _, err := r.ListPods(ctx); status.Code(err) != codes.Unavailable || errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("ListPods = %v, want Unavailable and not errdefs.ErrNotFound", err)
 	}
 	sb.check(t, 1, 0)
 	ct.check(t, 1, 1)

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -107,7 +108,7 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 	}
 	for _, s := range sandboxes {
 		st, err := r.sandboxStatus(ctx, s.GetId())
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, errdefs.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -118,7 +119,7 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 	}
 	for _, c := range containers {
 		st, err := r.containerStatus(ctx, c.GetId())
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, errdefs.ErrNotFound) {
 			continue
 		}
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
+	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/runtime/fakecri"
 )
 
@@ -166,7 +168,7 @@ func TestGetPodStatus(t *testing.T) {
 		t.Errorf("IPs = %v, want primary then additional", got)
 	}
 	if s := st.Sandboxes[0]; s.State != SandboxReady || s.HostNetwork || s.Attempt != 1 || s.Labels[LabelPodUID] != "uid-web" ||
-		s.Annotations[AnnotationConfigSrc] != "file" {
+		s.Annotations[podconfig.AnnotationConfigSource] != "file" {
 		t.Errorf("newest sandbox = %+v", s)
 	}
 	if s := st.Sandboxes[1]; s.State != SandboxNotReady {
@@ -263,7 +265,7 @@ func TestGetPodStatusVanishing(t *testing.T) {
 			w.srv.InjectError(tt.method, tt.err)
 			st, err := w.r.GetPodStatus(context.Background(), pod.UID)
 			if tt.wantErr {
-				if err == nil || errors.Is(err, ErrNotFound) {
+				if err == nil || errors.Is(err, errdefs.ErrNotFound) {
 					t.Fatalf("GetPodStatus = %v, want a non-NotFound error", err)
 				}
 				return

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/runtime/fakecri"
 )
 
@@ -74,7 +75,7 @@ func TestStreamingURLs(t *testing.T) {
 				return r.Attach(ctx, "nope", StreamOptions{Stdout: true})
 			},
 			method:  "Attach",
-			wantErr: ErrNotFound,
+			wantErr: errdefs.ErrNotFound,
 		},
 		{
 			name:    "runtime error",
@@ -93,6 +94,7 @@ func TestStreamingURLs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = r.Close(context.Background()) })
 			id := runContainer(t, ctx, f, r)
 			sb := f.Containers()[0].SandboxID
 			if tt.stopped {

@@ -13,20 +13,19 @@ import (
 // io.kubernetes.* convention shared with the upstream kubelet so that
 // crictl and other tools show pod and container names.
 const (
-	LabelPodName        = "io.kubernetes.pod.name"
-	LabelPodNamespace   = "io.kubernetes.pod.namespace"
-	LabelPodUID         = "io.kubernetes.pod.uid"
-	LabelContainerName  = "io.kubernetes.container.name"
-	LabelContainerType  = "io.kubernetes.container.type" // kept for tools; not required
-	LabelManagedBy      = "io.heartlet.managed"          // "true" on everything heartlet creates
-	AnnotationHash      = "io.kubernetes.container.hash"
-	AnnotationRestart   = "io.kubernetes.container.restartCount"
-	AnnotationTermPath  = "io.kubernetes.container.terminationMessagePath"
-	AnnotationTermPol   = "io.kubernetes.container.terminationMessagePolicy"
-	AnnotationGrace     = "io.kubernetes.pod.terminationGracePeriod"
-	AnnotationInit      = "io.heartlet.container.init" // "true" for init containers
-	AnnotationConfigSrc = "kubernetes.io/config.source"
-	AnnotationPorts     = "io.kubernetes.container.ports" // JSON list of the container's ports
+	LabelPodName       = "io.kubernetes.pod.name"
+	LabelPodNamespace  = "io.kubernetes.pod.namespace"
+	LabelPodUID        = "io.kubernetes.pod.uid"
+	LabelContainerName = "io.kubernetes.container.name"
+	LabelContainerType = "io.kubernetes.container.type" // kept for tools; not required
+	LabelManagedBy     = "io.heartlet.managed"          // "true" on everything heartlet creates
+	AnnotationHash     = "io.kubernetes.container.hash"
+	AnnotationRestart  = "io.kubernetes.container.restartCount"
+	AnnotationTermPath = "io.kubernetes.container.terminationMessagePath"
+	AnnotationTermPol  = "io.kubernetes.container.terminationMessagePolicy"
+	AnnotationGrace    = "io.kubernetes.pod.terminationGracePeriod"
+	AnnotationInit     = "io.heartlet.container.init"    // "true" for init containers
+	AnnotationPorts    = "io.kubernetes.container.ports" // JSON list of the container's ports
 )
 
 // SandboxState is the runtime state of a pod sandbox.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )
@@ -25,7 +26,7 @@ func debugServer(o DebugOptions) http.Handler {
 		Debug:       &o,
 		RunningPods: func(context.Context) ([]*v1.Pod, error) { return nil, nil },
 		Logs: func(context.Context, string, string, string, bool) (LogFile, error) {
-			return LogFile{}, fmt.Errorf("no such pod: %w", ErrNotFound)
+			return LogFile{}, fmt.Errorf("no such pod: %w", errdefs.ErrNotFound)
 		},
 		Streaming: &fakeStreamer{},
 	}).Handler()

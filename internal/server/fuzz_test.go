@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -43,7 +44,7 @@ type fuzzStreamer struct{}
 func (fuzzStreamer) answer(t StreamTarget) (*url.URL, error) {
 	switch {
 	case t.Pod == "missing":
-		return nil, fmt.Errorf("pod %q does not exist: %w", t.Pod, ErrNotFound)
+		return nil, fmt.Errorf("pod %q does not exist: %w", t.Pod, errdefs.ErrNotFound)
 	case t.Container == "stopped":
 		return nil, fmt.Errorf("container %q is not running: %w", t.Container, ErrBadRequest)
 	}
@@ -100,9 +101,9 @@ func newFuzzAPI(f *testing.F) *fuzzAPI {
 	locate := func(_ context.Context, ns, name, ctr string, previous bool) (LogFile, error) {
 		switch {
 		case ns != "ns" || name != "web":
-			return LogFile{}, fmt.Errorf("pod %q does not exist: %w", name, ErrNotFound)
+			return LogFile{}, fmt.Errorf("pod %q does not exist: %w", name, errdefs.ErrNotFound)
 		case ctr != "main":
-			return LogFile{}, fmt.Errorf("container %q not found in pod %q: %w", ctr, name, ErrNotFound)
+			return LogFile{}, fmt.Errorf("container %q not found in pod %q: %w", ctr, name, errdefs.ErrNotFound)
 		case previous:
 			return LogFile{}, fmt.Errorf("previous terminated container %q in pod %q not found: %w", ctr, name, ErrBadRequest)
 		}

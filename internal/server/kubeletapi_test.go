@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
@@ -31,7 +32,7 @@ func TestKubeletAPIHandlers(t *testing.T) {
 		sawPrevious = sawPrevious || previous
 		switch {
 		case name != "web":
-			return LogFile{}, fmt.Errorf("pod %q does not exist: %w", name, ErrNotFound)
+			return LogFile{}, fmt.Errorf("pod %q does not exist: %w", name, errdefs.ErrNotFound)
 		case previous:
 			return LogFile{}, fmt.Errorf("previous terminated container %q in pod %q not found: %w", ctr, name, ErrBadRequest)
 		case ctr == "broken":

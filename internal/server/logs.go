@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -30,13 +31,11 @@ type LogFile struct {
 }
 
 // LogLocator finds the log of a container of a pod: the current instance,
-// or the previous one. Errors wrapping ErrNotFound are answered 404,
+// or the previous one. Errors wrapping errdefs.ErrNotFound are answered 404,
 // ErrBadRequest 400.
 type LogLocator func(ctx context.Context, namespace, pod, container string, previous bool) (LogFile, error)
 
 var (
-	// ErrNotFound marks a missing pod or container.
-	ErrNotFound = errors.New("not found")
 	// ErrBadRequest marks a request that cannot be answered, such as the
 	// previous instance of a container that has none.
 	ErrBadRequest = errors.New("bad request")
@@ -182,7 +181,7 @@ func (h *logsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := h.locate(r.Context(), ns, pod, ctr, opts.Previous)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, errdefs.ErrNotFound):
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	case errors.Is(err, ErrBadRequest):

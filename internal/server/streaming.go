@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/heartlet/heartlet/internal/errdefs"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,7 +36,7 @@ type StreamOptions struct {
 
 // Streamer prepares streaming sessions with the container runtime. The
 // URLs it returns are the runtime's stream server's, which the kubelet API
-// proxies the client's upgraded connection to. Errors wrapping ErrNotFound
+// proxies the client's upgraded connection to. Errors wrapping errdefs.ErrNotFound
 // are answered 404, ErrBadRequest 400, others 500.
 type Streamer interface {
 	Exec(ctx context.Context, t StreamTarget, cmd []string, o StreamOptions) (*url.URL, error)
@@ -286,14 +287,14 @@ func logStream(logger klog.Logger, r *http.Request, verb string, kv ...any) {
 }
 
 // writeStreamError answers a request that failed before any upgrade:
-// parse errors and ErrBadRequest 400, ErrNotFound 404, others 500.
+// parse errors and ErrBadRequest 400, errdefs.ErrNotFound 404, others 500.
 func writeStreamError(logger klog.Logger, w http.ResponseWriter, r *http.Request, verb string, err error) {
 	code := http.StatusInternalServerError
 	var perr *paramError
 	switch {
 	case errors.As(err, &perr), errors.Is(err, ErrBadRequest):
 		code = http.StatusBadRequest
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, errdefs.ErrNotFound):
 		code = http.StatusNotFound
 	}
 	if code == http.StatusInternalServerError {

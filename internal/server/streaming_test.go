@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/heartlet/heartlet/internal/errdefs"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -55,7 +56,7 @@ func (f *fakeStreamer) answer(c streamCall) (*url.URL, error) {
 	f.mu.Unlock()
 	switch {
 	case c.Target.Pod == "missing":
-		return nil, fmt.Errorf("pod %q does not exist: %w", c.Target.Pod, ErrNotFound)
+		return nil, fmt.Errorf("pod %q does not exist: %w", c.Target.Pod, errdefs.ErrNotFound)
 	case c.Target.Container == "stopped":
 		return nil, fmt.Errorf("container %q is not running: %w", c.Target.Container, ErrBadRequest)
 	case c.Target.Container == "broken":

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -82,6 +83,37 @@ func defaultRouteIface(data []byte) string {
 	return ""
 }
 
+// MeminfoFile is the kernel's memory report; MemTotal in it is the
+// machine's memory.
+const MeminfoFile = "/proc/meminfo"
+
+// maxMeminfoKB bounds a meminfo figure so that it fits an int64 in bytes.
+const maxMeminfoKB = math.MaxInt64 / 1024
+
+// MemTotal returns MemTotal of /proc/meminfo content in bytes. It is the
+// one reading of the machine's memory: node capacity (nodestatus), the OOM
+// score adjustment of containers (podsync) and node stats all use it.
+func MemTotal(data []byte) (int64, error) {
+	m, err := parseMeminfo(data)
+	if err != nil {
+		return 0, err
+	}
+	return int64(m.total), nil
+}
+
+// MachineMemory reads MemTotal of MeminfoFile in bytes.
+func MachineMemory() (int64, error) {
+	b, err := os.ReadFile(MeminfoFile)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", MeminfoFile, err)
+	}
+	n, err := MemTotal(b)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", MeminfoFile, err)
+	}
+	return n, nil
+}
+
 // meminfo are the /proc/meminfo figures the node stats need, in bytes.
 type meminfo struct {
 	total, free, available uint64
@@ -114,7 +146,13 @@ func parseMeminfo(data []byte) (meminfo, error) {
 		if err != nil {
 			return m, fmt.Errorf("meminfo %s: %w", key, err)
 		}
-		if len(f) > 1 && f[1] == "kB" {
+		switch {
+		case len(f) == 1:
+		case f[1] != "kB":
+			return m, fmt.Errorf("meminfo %s: unexpected unit %q", key, f[1])
+		case v > maxMeminfoKB:
+			return m, fmt.Errorf("meminfo %s: %d kB is out of range", key, v)
+		default:
 			v *= 1024
 		}
 		*dst = v

@@ -83,3 +83,27 @@ func TestParseStat(t *testing.T) {
 		t.Error("parseStat with a bad btime succeeded, want an error")
 	}
 }
+
+func TestMemTotal(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{"MemTotal:       16384 kB\nMemFree: 1 kB\n", 16384 * 1024, false},
+		{"MemFree: 1 kB\nMemTotal: 2 kB", 2048, false},
+		{"MemTotal: 7\n", 7, false},
+		{"MemFree: 1 kB\n", 0, true},
+		{"MemTotal: x kB\n", 0, true},
+		{"MemTotal: -1 kB\n", 0, true},
+		{"MemTotal: 5 MB\n", 0, true},
+		{"MemTotal: 18014398509481984 kB\n", 0, true},
+		{"", 0, true},
+	}
+	for _, tc := range tests {
+		got, err := MemTotal([]byte(tc.in))
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("MemTotal(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

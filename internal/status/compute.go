@@ -17,6 +17,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/heartlet/heartlet/internal/podconfig"
+	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/qos"
 	"github.com/heartlet/heartlet/internal/runtime"
 )
@@ -50,10 +52,6 @@ const DefaultRuntimeName = "containerd"
 
 // exitCodeUnknown is reported for containers that vanished while running.
 const exitCodeUnknown = 137
-
-// configSourceAPI is the config source of pods that come from the API
-// server; every other source makes a static pod.
-const configSourceAPI = "api"
 
 // Waiting is why a container is not running, as decided by the sync loop
 // (ContainerCreating, CrashLoopBackOff, ErrImagePull, ImagePullBackOff,
@@ -158,17 +156,17 @@ func Compute(pod *v1.Pod, rs *runtime.PodStatus, in Inputs) v1.PodStatus {
 	all := make([]v1.ContainerStatus, 0, len(s.InitContainerStatuses)+len(s.ContainerStatuses))
 	all = append(all, s.InitContainerStatuses...)
 	all = append(all, s.ContainerStatuses...)
-	podIsTerminal := in.Terminating && !isStaticPod(pod)
+	podIsTerminal := in.Terminating && !podconfig.IsStatic(pod)
 	s.Phase = podPhase(pod, all, podIsTerminal, hasActiveRegularContainer(pod, rs))
-	if !isTerminal(s.Phase) {
+	if !podspec.IsTerminalPhase(s.Phase) {
 		switch {
-		case isTerminal(old.Phase):
+		case podspec.IsTerminalPhase(old.Phase):
 			s.Phase = old.Phase
-		case isTerminal(pod.Status.Phase):
+		case podspec.IsTerminalPhase(pod.Status.Phase):
 			s.Phase = pod.Status.Phase
 		}
 	}
-	if isTerminal(pod.Status.Phase) && s.Phase != pod.Status.Phase {
+	if podspec.IsTerminalPhase(pod.Status.Phase) && s.Phase != pod.Status.Phase {
 		// The API already shows a terminal phase; it is final.
 		s.Phase = pod.Status.Phase
 	}
@@ -181,7 +179,7 @@ func Compute(pod *v1.Pod, rs *runtime.PodStatus, in Inputs) v1.PodStatus {
 			s.Message = pod.Status.Message
 		}
 	}
-	if !in.Now.IsZero() && !isTerminal(old.Phase) {
+	if !in.Now.IsZero() && !podspec.IsTerminalPhase(old.Phase) {
 		if exceeded, _ := ActiveDeadline(pod, s.StartTime, in.Now); exceeded {
 			// Past spec.activeDeadlineSeconds: the pod failed, whatever its
 			// containers say (the sync loop stops them). A pod that had
@@ -190,7 +188,7 @@ func Compute(pod *v1.Pod, rs *runtime.PodStatus, in Inputs) v1.PodStatus {
 			s.Reason, s.Message = ReasonDeadlineExceeded, MessageDeadlineExceeded
 		}
 	}
-	if isTerminal(pod.Status.Phase) {
+	if podspec.IsTerminalPhase(pod.Status.Phase) {
 		// Not even the deadline moves a phase the API shows as final.
 		s.Phase = pod.Status.Phase
 	}
@@ -301,7 +299,7 @@ func (c *computer) containerStatuses(containers []v1.Container, previous []v1.Co
 	// Containers that should run but do not: the sync loop's reason.
 	for _, ctr := range containers {
 		rec := c.rs.FindContainer(ctr.Name)
-		if isInit && !isRestartableInit(&ctr) && rec != nil && rec.State == runtime.ContainerExited && rec.ExitCode == 0 {
+		if isInit && !podspec.IsSidecar(&ctr) && rec != nil && rec.State == runtime.ContainerExited && rec.ExitCode == 0 {
 			continue
 		}
 		if !shouldRestart(&ctr, c.pod, rec) || (rec != nil && rec.State == runtime.ContainerExited && c.isEphemeral(ctr.Name)) {
@@ -398,7 +396,7 @@ func (c *computer) setStartedAndReady(statuses []v1.ContainerStatus, containers 
 		st := &statuses[i]
 		started := st.State.Running != nil && lookup(c.in.Started, st.Name, true)
 		st.Started = &started
-		if spec := specs[st.Name]; isInit && spec != nil && !isRestartableInit(spec) {
+		if spec := specs[st.Name]; isInit && spec != nil && !podspec.IsSidecar(spec) {
 			st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
 			continue
 		}
@@ -433,7 +431,7 @@ func shouldRestart(ctr *v1.Container, pod *v1.Pod, rec *runtime.ContainerStatus)
 	case runtime.ContainerUnknown, runtime.ContainerCreated:
 		return true
 	}
-	if isRestartableInit(ctr) {
+	if podspec.IsSidecar(ctr) {
 		return true
 	}
 	switch pod.Spec.RestartPolicy {
@@ -462,7 +460,7 @@ func podPhase(pod *v1.Pod, all []v1.ContainerStatus, podIsTerminal, podHasInitia
 	for i := range spec.InitContainers {
 		ctr := &spec.InitContainers[i]
 		st := byName[ctr.Name]
-		if isRestartableInit(ctr) {
+		if podspec.IsSidecar(ctr) {
 			switch {
 			case st == nil:
 				unknown++
@@ -621,24 +619,6 @@ func selectIPs(ips, prefer []string) []string {
 		}
 	}
 	return out
-}
-
-// isRestartableInit reports whether an init container is a sidecar
-// (restartPolicy Always).
-func isRestartableInit(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
-// isStaticPod reports whether the pod comes from a source other than the
-// API server (a manifest file or URL).
-func isStaticPod(pod *v1.Pod) bool {
-	src, ok := pod.Annotations[runtime.AnnotationConfigSrc]
-	return ok && src != configSourceAPI
-}
-
-// isTerminal reports whether a phase is final.
-func isTerminal(p v1.PodPhase) bool {
-	return p == v1.PodSucceeded || p == v1.PodFailed
 }
 
 // lookup returns m[key], or def when absent.

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/runtime"
 )
 
@@ -61,11 +62,11 @@ func withContainers(names ...string) func(*v1.Pod) {
 }
 
 func static(p *v1.Pod) {
-	p.Annotations = map[string]string{runtime.AnnotationConfigSrc: "file"}
+	p.Annotations = map[string]string{podconfig.AnnotationConfigSource: "file"}
 }
 
 func fromAPI(p *v1.Pod) {
-	p.Annotations = map[string]string{runtime.AnnotationConfigSrc: "api"}
+	p.Annotations = map[string]string{podconfig.AnnotationConfigSource: "api"}
 }
 
 func sandbox(ips ...string) *runtime.SandboxStatus {

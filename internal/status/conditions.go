@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/runtime"
 )
 
@@ -105,7 +106,7 @@ func containersReadyCondition(spec *v1.PodSpec, all []v1.ContainerStatus, phase 
 		}
 	}
 	for i := range spec.InitContainers {
-		if isRestartableInit(&spec.InitContainers[i]) {
+		if podspec.IsSidecar(&spec.InitContainers[i]) {
 			check(spec.InitContainers[i].Name)
 		}
 	}
@@ -189,7 +190,7 @@ func initializedCondition(spec *v1.PodSpec, all []v1.ContainerStatus, phase v1.P
 			unknown = append(unknown, ctr.Name)
 			continue
 		}
-		if isRestartableInit(ctr) {
+		if podspec.IsSidecar(ctr) {
 			if st.Started == nil || !*st.Started {
 				incomplete = append(incomplete, ctr.Name)
 			}

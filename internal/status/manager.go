@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heartlet/heartlet/internal/podspec"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,7 +83,7 @@ func (m *Manager) SetPodStatus(pod *v1.Pod, st v1.PodStatus) {
 		}
 		return
 	}
-	if isTerminal(old.Phase) && status.Phase != old.Phase {
+	if podspec.IsTerminalPhase(old.Phase) && status.Phase != old.Phase {
 		logger.V(2).Info("Refusing to move pod out of a terminal phase", "phase", old.Phase, "newPhase", status.Phase)
 		status.Phase, status.Reason, status.Message = old.Phase, old.Reason, old.Message
 	}
@@ -252,7 +253,7 @@ func checkContainerTransitions(old, cur *v1.PodStatus, spec *v1.PodSpec) error {
 	}
 	sidecars := map[string]bool{}
 	for i := range spec.InitContainers {
-		if isRestartableInit(&spec.InitContainers[i]) {
+		if podspec.IsSidecar(&spec.InitContainers[i]) {
 			sidecars[spec.InitContainers[i].Name] = true
 		}
 	}

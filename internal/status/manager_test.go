@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heartlet/heartlet/internal/podspec"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -125,7 +126,7 @@ func TestManagerTerminalPhaseNeverRegresses(t *testing.T) {
 			if st2.Phase != tt.want {
 				t.Errorf("phase = %s, want %s", st2.Phase, tt.want)
 			}
-			if isTerminal(st1.Phase) && st2.Reason != st1.Reason {
+			if podspec.IsTerminalPhase(st1.Phase) && st2.Reason != st1.Reason {
 				t.Errorf("reason = %q, want %q kept", st2.Reason, st1.Reason)
 			}
 			if bumped := ver2 != ver1; bumped != tt.wantBump {

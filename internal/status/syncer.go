@@ -21,6 +21,7 @@ import (
 	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podconfig"
+	"github.com/heartlet/heartlet/internal/podspec"
 )
 
 // Default periods of a Syncer.
@@ -241,7 +242,7 @@ func (s *Syncer) syncRound(ctx context.Context, full bool) time.Time {
 // may be.
 func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod, st v1.PodStatus, version uint64, full bool) {
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID)
-	static := isStaticPod(pod)
+	static := podconfig.IsStatic(pod)
 	target := pod
 	if static {
 		if s.opts.MirrorPod == nil {
@@ -466,7 +467,7 @@ func mergeStatus(api, cur *v1.PodStatus) v1.PodStatus {
 		out.Conditions = nil
 	}
 
-	if isTerminal(api.Phase) && out.Phase != api.Phase {
+	if podspec.IsTerminalPhase(api.Phase) && out.Phase != api.Phase {
 		out.Phase, out.Reason, out.Message = api.Phase, api.Reason, api.Message
 	}
 	if api.StartTime != nil && !api.StartTime.IsZero() {

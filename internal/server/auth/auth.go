@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -67,6 +68,12 @@ func Build(opts Options) (*Auth, error) {
 		CacheTTL:  authn.Webhook.CacheTTL.Duration,
 	}
 	if f := authn.X509.ClientCAFile; f != "" {
+		// A file that cannot be read is refused before the CA content is
+		// made: a failed NewDynamicCAContentFromFile leaves its work
+		// queue's goroutine behind.
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("authentication.x509.clientCAFile %s: %w", f, err)
+		}
 		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", f)
 		if err != nil {
 			return nil, fmt.Errorf("authentication.x509.clientCAFile %s: %w", f, err)

@@ -1,4 +1,4 @@
-package nodestatus
+package version
 
 import (
 	"runtime/debug"
@@ -13,12 +13,29 @@ const apiModule = "k8s.io/api"
 // information.
 const fallbackKubernetesVersion = "v1.37.0"
 
-// KubeletVersion is what heartlet reports as nodeInfo.kubeletVersion: the
+// Kubernetes is the Kubernetes release whose API heartlet implements,
+// e.g. "v1.37.2".
+func Kubernetes() string {
+	return kubernetesVersion()
+}
+
+// KubernetesMinor is "<major>.<minor>" of Kubernetes(), e.g. "1.37", the
+// version in the User-Agent of probes and lifecycle hooks.
+func KubernetesMinor() string {
+	v := strings.TrimPrefix(kubernetesVersion(), "v")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
+}
+
+// Kubelet is what heartlet reports as nodeInfo.kubeletVersion: the
 // Kubernetes release whose API heartlet implements, with heartlet's own
 // version as semver build metadata, e.g. "v1.37.2+heartlet-v0.3.0".
 // Version parsers see the Kubernetes release (build metadata does not
 // count in comparisons), and people see that the node runs heartlet.
-func KubeletVersion(heartletVersion string) string {
+func Kubelet(heartletVersion string) string {
 	return kubeletVersion(kubernetesVersion(), heartletVersion)
 }
 

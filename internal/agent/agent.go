@@ -30,7 +30,6 @@ import (
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/healthz"
-	"github.com/heartlet/heartlet/internal/images"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/logrotate"
 	"github.com/heartlet/heartlet/internal/metrics"
@@ -403,16 +402,9 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		SeccompDefault:     cfg.SeccompDefault != nil && *cfg.SeccompDefault,
 		RootDir:            a.opts.RootDir,
 		Probes:             c.probes,
-		Pulls:              c.startup,
 		Started:            c.rotation,
-		Puller: images.NewPuller(rt, images.Options{
-			Serialize:   cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
-			MaxParallel: int(derefInt32(cfg.MaxParallelImagePulls)),
-			QPS:         float32(derefInt32(cfg.RegistryPullQPS)),
-			Burst:       int(cfg.RegistryBurst),
-			Clock:       a.clock,
-		}),
-		CheckDisk: diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
+		Images:             newImageManager(cfg, rt, rec, c.startup, a.clock),
+		CheckDisk:          diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
 	}, rt, podsyncCgroups(c.cgroups), c.startup.Sink(c.statuses))
 	c.workers = podworker.New(c.syncer, a.clock, cfg.SyncFrequency.Duration)
 

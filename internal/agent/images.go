@@ -1,0 +1,25 @@
+package agent
+
+import (
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/images"
+	"github.com/heartlet/heartlet/internal/podsync"
+)
+
+// newImageManager builds the image manager of the pod syncer: the node's
+// pull limits from the configuration, events, pull timings.
+func newImageManager(cfg *kubeletv1beta1.KubeletConfiguration, is images.ImageService, rec podsync.Recorder, pulls images.PullRecorder, clk clock.Clock) *images.Manager {
+	return images.NewManager(is, images.ManagerOptions{
+		Limits: images.Options{
+			Serialize:   cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
+			MaxParallel: int(derefInt32(cfg.MaxParallelImagePulls)),
+			QPS:         float32(derefInt32(cfg.RegistryPullQPS)),
+			Burst:       int(cfg.RegistryBurst),
+		},
+		Clock:    clk,
+		Recorder: rec,
+		Pulls:    pulls,
+	})
+}

@@ -9,8 +9,10 @@ import (
 )
 
 // newImageManager builds the image manager of the pod syncer: the node's
-// pull limits from the configuration, events, pull timings.
-func newImageManager(cfg *kubeletv1beta1.KubeletConfiguration, is images.ImageService, rec podsync.Recorder, pulls images.PullRecorder, clk clock.Clock) *images.Manager {
+// pull limits from the configuration, events, pull timings, and the
+// credentials of pulls (pods' imagePullSecrets read through secrets, nil
+// in standalone mode).
+func newImageManager(cfg *kubeletv1beta1.KubeletConfiguration, is images.ImageService, secrets images.SecretGetter, rec podsync.Recorder, pulls images.PullRecorder, clk clock.Clock) *images.Manager {
 	return images.NewManager(is, images.ManagerOptions{
 		Limits: images.Options{
 			Serialize:   cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
@@ -21,5 +23,9 @@ func newImageManager(cfg *kubeletv1beta1.KubeletConfiguration, is images.ImageSe
 		Clock:    clk,
 		Recorder: rec,
 		Pulls:    pulls,
+		Credentials: &images.PodCredentials{
+			Secrets:  secrets,
+			Recorder: rec,
+		},
 	})
 }

@@ -403,7 +403,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		RootDir:            a.opts.RootDir,
 		Probes:             c.probes,
 		Started:            c.rotation,
-		Images:             newImageManager(cfg, rt, getter, rec, c.startup, a.clock),
+		Images:             newImageManager(a.opts, rt, getter, rec, c.startup, a.clock),
 		CheckDisk:          diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
 	}, rt, podsyncCgroups(c.cgroups), c.startup.Sink(c.statuses))
 	c.workers = podworker.New(c.syncer, a.clock, cfg.SyncFrequency.Duration)

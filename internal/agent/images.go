@@ -1,9 +1,9 @@
 package agent
 
 import (
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/images"
 	"github.com/heartlet/heartlet/internal/podsync"
 )
@@ -11,8 +11,13 @@ import (
 // newImageManager builds the image manager of the pod syncer: the node's
 // pull limits from the configuration, events, pull timings, and the
 // credentials of pulls (pods' imagePullSecrets read through secrets, nil
-// in standalone mode).
-func newImageManager(cfg *kubeletv1beta1.KubeletConfiguration, is images.ImageService, secrets images.SecretGetter, rec podsync.Recorder, pulls images.PullRecorder, clk clock.Clock) *images.Manager {
+// in standalone mode, then the credential provider plugins).
+func newImageManager(opts *config.Options, is images.ImageService, secrets images.SecretGetter, rec podsync.Recorder, pulls images.PullRecorder, clk clock.Clock) *images.Manager {
+	cfg := opts.Config
+	var providers images.ProviderCredentials
+	if opts.CredentialProviders != nil {
+		providers = images.NewProviders(opts.CredentialProviders, opts.ImageCredentialProviderBinDir, clk)
+	}
 	return images.NewManager(is, images.ManagerOptions{
 		Limits: images.Options{
 			Serialize:   cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
@@ -24,8 +29,9 @@ func newImageManager(cfg *kubeletv1beta1.KubeletConfiguration, is images.ImageSe
 		Recorder: rec,
 		Pulls:    pulls,
 		Credentials: &images.PodCredentials{
-			Secrets:  secrets,
-			Recorder: rec,
+			Secrets:   secrets,
+			Providers: providers,
+			Recorder:  rec,
 		},
 	})
 }

@@ -33,3 +33,25 @@ func FuzzParseDockerConfig(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParsePluginResponse feeds plugin output to the response parser:
+// nothing may panic, and an accepted response has a known cacheKeyType
+// and no negative duration.
+func FuzzParsePluginResponse(f *testing.F) {
+	f.Add([]byte(`{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Image","auth":{"r.test":{"username":"u","password":"p"}}}`))
+	f.Add([]byte(`{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderResponse","cacheKeyType":"Global","cacheDuration":"5m"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		resp, err := ParsePluginResponse(data, pluginAPIVersion)
+		if err != nil {
+			return
+		}
+		switch resp.CacheKeyType {
+		case "Image", "Registry", "Global":
+		default:
+			t.Fatalf("accepted cacheKeyType %q", resp.CacheKeyType)
+		}
+		if resp.CacheDuration != nil && resp.CacheDuration.Duration < 0 {
+			t.Fatalf("accepted a negative cacheDuration")
+		}
+	})
+}

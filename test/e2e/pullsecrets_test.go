@@ -189,3 +189,58 @@ func TestPullSecrets(t *testing.T) {
 		waitAPIPodRunning(t, h, "pull-dockercfg")
 	})
 }
+
+// TestCredentialProviderPlugin runs a node agent with a kubelet credential
+// provider plugin (--image-credential-provider-config,
+// --image-credential-provider-bin-dir; upstream's
+// test/e2e_node/image_credential_provider.go checks the same): a pod
+// without any imagePullSecret pulls the private image with the plugin's
+// login, and the plugin is asked once for the registry (cacheKeyType
+// Registry), with its configured arguments.
+func TestCredentialProviderPlugin(t *testing.T) {
+	requireCluster(t)
+	r := startAuthRegistry(t)
+	binDir := t.TempDir()
+	out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "heartlet-e2e-credprovider"), "./testdata/credprovider").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build the test plugin: %v: %s", err, out)
+	}
+	log := filepath.Join(t.TempDir(), "requests.log")
+	cfg := filepath.Join(t.TempDir(), "credential-providers.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+- name: heartlet-e2e-credprovider
+  matchImages: ["%s"]
+  defaultCacheDuration: 5m
+  apiVersion: credentialprovider.kubelet.k8s.io/v1
+  args: ["--from-config"]
+  env:
+  - {name: CREDPROVIDER_REGISTRY, value: "%s"}
+  - {name: CREDPROVIDER_USER, value: "%s"}
+  - {name: CREDPROVIDER_PASSWORD, value: "%s"}
+  - {name: CREDPROVIDER_LOG, value: "%s"}
+`, r.addr, r.addr, r.user, r.password, log)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	h := newClusterHeartlet(t, clusterOptions{})
+	t.Cleanup(h.cleanup)
+	h.run("cluster mode with a credential provider", append(clusterArgs(h, nodeKubeconfig),
+		"--image-credential-provider-config", cfg, "--image-credential-provider-bin-dir", binDir)...)
+	waitNodeSchedulable(t, h)
+
+	createPod(t, privatePod("pull-plugin", r))
+	waitAPIPodRunning(t, h, "pull-plugin")
+	createPod(t, privatePod("pull-plugin-2", r))
+	waitAPIPodRunning(t, h, "pull-plugin-2")
+
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatalf("the plugin was never run: %v", err)
+	}
+	want := r.addr + "/heartlet/private-busybox --from-config"
+	if got := strings.TrimSpace(string(b)); got != want {
+		t.Errorf("plugin requests:\n%s\nwant exactly one: %s (the second pull uses the cached answer)", got, want)
+	}
+}

@@ -190,6 +190,13 @@ func TestPodCredentials(t *testing.T) {
 		}
 	}
 
+	// Another pod of the namespace, naming no secret, never gets the
+	// first pod's logins: only the plugins'.
+	neighbour := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "neighbour"}}
+	if got := users(pc.Lookup(t.Context(), neighbour, "registry.test:5001/app")); !slices.Equal(got, []string{"plugin:6"}) {
+		t.Errorf("a pod without pull secrets got %v, want only the plugin's login", got)
+	}
+
 	// Standalone: no getter, a pod naming a secret still pulls, warned.
 	ev = &events{}
 	none := &PodCredentials{Recorder: ev}

@@ -118,6 +118,16 @@ cgroupDriver: systemdd
 			wantStderr: []string{"flag --max-pods: maxPods: Invalid value: 0: must be greater than or equal to 1\n"},
 		},
 		{
+			name: "image credential provider config problems name the file and field",
+			args: []string{"validate", "--config", good, "--hostname-override=node-a",
+				"--image-credential-provider-bin-dir", t.TempDir(), "--image-credential-provider-config", writeFile(t, "providers.yaml",
+					"apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n- name: plug\n  matchImages: [\"*.registry.test\"]\n"+
+						"  defaultCacheDuration: 1m\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n  tokenAttributes: {serviceAccountTokenAudience: x}\n")},
+			wantCode: 1,
+			wantStderr: []string{"providers.yaml: providers[0].name: Invalid value: \"plug\": no plugin in the bin dir",
+				"providers.yaml: providers[0].tokenAttributes: Forbidden: heartlet does not pass service account tokens to credential provider plugins"},
+		},
+		{
 			name:       "missing file",
 			args:       []string{"validate", "--config", filepath.Join(t.TempDir(), "nope.yaml")},
 			wantCode:   1,

@@ -31,7 +31,6 @@ import (
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/eviction"
 	"github.com/heartlet/heartlet/internal/healthz"
-	"github.com/heartlet/heartlet/internal/images"
 	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/logrotate"
@@ -434,18 +433,11 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		SeccompDefault:     cfg.SeccompDefault != nil && *cfg.SeccompDefault,
 		RootDir:            a.opts.RootDir,
 		Probes:             c.probes,
-		Pulls:              c.startup,
 		Started:            c.rotation,
-		Puller: images.NewPuller(rt, images.Options{
-			Serialize:   cfg.SerializeImagePulls == nil || *cfg.SerializeImagePulls,
-			MaxParallel: int(derefInt32(cfg.MaxParallelImagePulls)),
-			QPS:         float32(derefInt32(cfg.RegistryPullQPS)),
-			Burst:       int(cfg.RegistryBurst),
-			Clock:       a.clock,
-		}),
-		CheckDisk:      diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
-		ServiceEnv:     buildServiceEnv(c, cl),
-		RuntimeClasses: runtimeClasses(cl),
+		Images:             newImageManager(a.opts, rt, getter, rec, c.startup, c.journal, a.clock),
+		CheckDisk:          diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
+		ServiceEnv:         buildServiceEnv(c, cl),
+		RuntimeClasses:     runtimeClasses(cl),
 	}, rt, podsyncCgroups(c.cgroups), c.startup.Sink(c.statuses))
 	c.workers = podworker.New(c.syncer, a.clock, cfg.SyncFrequency.Duration)
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	kubeletconfigv1 "k8s.io/kubelet/config/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
@@ -52,6 +53,13 @@ type Options struct {
 	// LogFileMaxSizeMB is --log-file-max-size: the size in megabytes at
 	// which LogFile is rotated; 0 means never.
 	LogFileMaxSizeMB int
+	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir are
+	// --image-credential-provider-config and
+	// --image-credential-provider-bin-dir, made absolute; CredentialProviders
+	// is the validated configuration of the first (nil when not given).
+	ImageCredentialProviderConfig string
+	ImageCredentialProviderBinDir string
+	CredentialProviders           *kubeletconfigv1.CredentialProviderConfig
 	// Ignored are the fields heartlet does not act on (yet) that the file
 	// or a flag set to a value other than the default; IgnoredMessage
 	// words the warning.
@@ -103,8 +111,11 @@ type cmdline struct {
 	logFile          string
 	logDir           string
 	logFileMaxSize   int
-	help             bool
-	version          bool
+	// The image credential provider plugins.
+	credentialProviderConfig string
+	credentialProviderBinDir string
+	help                     bool
+	version                  bool
 }
 
 func load(args []string, e env) (*Options, error) {
@@ -212,6 +223,7 @@ func load(args []string, e env) (*Options, error) {
 		}
 		opts.CertDir = p
 	}
+	problems = append(problems, loadCredentialProviders(opts, cl, e)...)
 	ips, errs := validateNodeIPs(field.NewPath("nodeIP"), cl.nodeIP)
 	for _, fe := range errs {
 		problems = append(problems, &Problem{Flag: "--node-ip", Field: fe})
@@ -318,6 +330,8 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	fs.StringVar(&cl.logFile, "log-file", cl.logFile, "Write heartlet's log to this file instead of standard error, rotated at --log-file-max-size.")
 	fs.StringVar(&cl.logDir, "log-dir", cl.logDir, "Write heartlet's log to heartlet.log in this directory (when --log-file is not given).")
 	fs.IntVar(&cl.logFileMaxSize, "log-file-max-size", cl.logFileMaxSize, "Size in megabytes at which the log file is rotated (heartlet.log.1 ... .5 are kept); 0 never rotates.")
+	fs.StringVar(&cl.credentialProviderConfig, "image-credential-provider-config", cl.credentialProviderConfig, "CredentialProviderConfig file (kubelet.config.k8s.io/v1) of the image credential provider plugins.")
+	fs.StringVar(&cl.credentialProviderBinDir, "image-credential-provider-bin-dir", cl.credentialProviderBinDir, "Directory of the image credential provider plugin binaries.")
 
 	fs.StringVar(&kc.StaticPodPath, "pod-manifest-path", kc.StaticPodPath, "Directory of static pod manifests, or one manifest file (staticPodPath).")
 	cfg("pod-manifest-path", "staticPodPath")

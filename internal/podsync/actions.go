@@ -13,12 +13,10 @@ import (
 )
 
 // Waiting reasons reported for containers the sync loop did not run, with
-// the upstream kubelet's spelling.
+// the upstream kubelet's spelling (those of images are the images
+// package's errors).
 const (
 	ReasonCrashLoopBackOff     = "CrashLoopBackOff"
-	ReasonErrImagePull         = "ErrImagePull"
-	ReasonImagePullBackOff     = "ImagePullBackOff"
-	ReasonErrImageNeverPull    = "ErrImageNeverPull"
 	ReasonCreateContainerError = "CreateContainerError"
 	// ReasonCreateContainerConfigError: the container's configuration
 	// references something missing (a ConfigMap or Secret key).

@@ -36,19 +36,6 @@ func (b *podBackoff) next(uid types.UID, key string, at time.Time) {
 	b.Next(key, at)
 }
 
-// reset drops the entry key of pod uid.
-func (b *podBackoff) reset(uid types.UID, key string) {
-	b.mu.Lock()
-	if ks := b.keys[uid]; ks != nil {
-		delete(ks, key)
-		if len(ks) == 0 {
-			delete(b.keys, uid)
-		}
-	}
-	b.mu.Unlock()
-	b.DeleteEntry(key)
-}
-
 // forget drops every entry of pod uid.
 func (b *podBackoff) forget(uid types.UID) {
 	b.mu.Lock()

@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/heartlet/heartlet/internal/journal"
-	"github.com/heartlet/heartlet/internal/podworker"
 )
 
 // withJournal gives the harness's syncer a journal on its clock.
@@ -61,30 +60,6 @@ func TestJournalContainersAndCrashBackoff(t *testing.T) {
 	h.sync(pod)
 	if bo := find(j.Entries(pod.UID), journal.KindBackoff, "app", ""); len(bo) != 1 || bo[0].Count != 2 {
 		t.Errorf("backoff entries after another sync = %+v, want one with count 2", bo)
-	}
-}
-
-// A failed pull records its error, how long it took and when it is tried
-// again; the next sync records the pull backoff.
-func TestJournalImagePullFailure(t *testing.T) {
-	h := newHarness(t)
-	j := withJournal(h)
-	pod := testPod(v1.RestartPolicyAlways, nil, "c")
-	pod.Spec.Containers[0].Image = "private:1"
-	pod.Spec.Containers[0].ImagePullPolicy = v1.PullIfNotPresent
-	h.fake.RequireAuth("private:1", "u", "p")
-	for range 2 {
-		if _, err := h.syncer.SyncPod(h.ctx, podworker.UpdateSync, pod); err == nil {
-			t.Fatal("sync with an unpullable image succeeded")
-		}
-	}
-	es := j.Entries(pod.UID)
-	pull := find(es, journal.KindImage, "c", ReasonErrImagePull)
-	if len(pull) != 1 || !strings.Contains(pull[0].Message, `pull of "private:1" failed`) || !pull[0].NextRetry.After(h.clock.Now()) {
-		t.Fatalf("pull entries = %+v, want one failure with a next retry", es)
-	}
-	if bo := find(es, journal.KindBackoff, "c", ReasonImagePullBackOff); len(bo) != 1 || !strings.Contains(bo[0].Message, "back-off pulling image") {
-		t.Errorf("backoff entries = %+v, want one ImagePullBackOff", es)
 	}
 }
 

@@ -9,15 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/heartlet/heartlet/internal/metrics"
 )
-
-type pullRecorder struct{ started, finished []types.UID }
-
-func (p *pullRecorder) PullStarted(uid types.UID)  { p.started = append(p.started, uid) }
-func (p *pullRecorder) PullFinished(uid types.UID) { p.finished = append(p.finished, uid) }
 
 func counterValues() map[string]float64 {
 	return map[string]float64{
@@ -27,7 +21,6 @@ func counterValues() map[string]float64 {
 		"started_containers/init":         testutil.ToFloat64(metrics.StartedContainers.WithLabelValues("init_container")),
 		"container_errors/create":         testutil.ToFloat64(metrics.StartedContainersErrors.WithLabelValues("container", ReasonCreateContainerError)),
 		"run_podsandbox_errors":           testutil.ToFloat64(metrics.RunPodSandboxErrors.WithLabelValues("")),
-		"image_pull_duration/0-10MB":      sampleCount(metrics.ImagePullDuration.WithLabelValues("0-10MB")),
 		"run_podsandbox_duration/default": sampleCount(metrics.RunPodSandboxDuration.WithLabelValues("")),
 	}
 }
@@ -38,12 +31,10 @@ func sampleCount(o prometheus.Observer) float64 {
 	return float64(m.GetHistogram().GetSampleCount())
 }
 
-// Sandbox and container starts, their failures and image pulls are
-// counted as upstream counts them.
+// Sandbox and container starts and their failures are counted as upstream
+// counts them.
 func TestStartMetrics(t *testing.T) {
 	h := newHarness(t)
-	rec := &pullRecorder{}
-	h.syncer.opts.Pulls = rec
 	pod := testPod(v1.RestartPolicyAlways, []string{"init"}, "app")
 	pod.Spec.InitContainers[0].Image = "busybox:1.35"
 	pod.Spec.InitContainers[0].ImagePullPolicy = v1.PullIfNotPresent
@@ -72,16 +63,12 @@ func TestStartMetrics(t *testing.T) {
 		"started_containers/init":         1,
 		"container_errors/create":         1,
 		"run_podsandbox_errors":           1,
-		"image_pull_duration/0-10MB":      1,
 		"run_podsandbox_duration/default": 2,
 	}
 	for k, w := range want {
 		if got := after[k] - before[k]; got != w {
 			t.Errorf("%s grew by %v, want %v", k, got, w)
 		}
-	}
-	if len(rec.started) != 1 || len(rec.finished) != 1 || rec.started[0] != pod.UID {
-		t.Errorf("pull recorder: started %v, finished %v; want one pull of %s", rec.started, rec.finished, pod.UID)
 	}
 }
 

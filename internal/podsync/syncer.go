@@ -31,7 +31,7 @@ import (
 	"github.com/heartlet/heartlet/internal/status"
 )
 
-// Crash-loop and image-pull backoff bounds, as upstream: 10 s doubling to
+// Crash-loop backoff bounds, as upstream: 10 s doubling to
 // 5 min, forgotten after twice the maximum of good running.
 const (
 	initialBackoff = 10 * time.Second
@@ -164,16 +164,12 @@ type Options struct {
 	// Probes gives liveness, readiness and startup results; nil means
 	// every container is live, ready and started once running.
 	Probes Probes
-	// Pulls is told when image pulls for a pod start and end, for the pod
-	// startup latency; nil tells no one.
-	Pulls PullRecorder
 	// Started is told of every container started, with its log file
 	// (log rotation watches it from then on); nil tells no one.
 	Started StartRecorder
-	// Puller pulls images within the node's pull limits (serial or
-	// parallel pulls, registry pull rate); nil pulls straight from the
-	// runtime with no limit.
-	Puller ImagePuller
+	// Images makes container images present; nil means every image is
+	// taken as present under its own name.
+	Images ImageManager
 	// CheckDisk reports, as an error naming the problem, that the
 	// filesystems of RootDir or PodLogsDir have no space left: no new
 	// sandbox is created until it passes, so a pod waits with an event
@@ -200,24 +196,26 @@ type ServiceEnv interface {
 	ServiceEnv(pod *v1.Pod) ([]v1.EnvVar, error)
 }
 
-// ImagePuller pulls images under node-wide limits. PullImage may wait for
-// its turn and returns when ctx is done; it returns the image reference
-// and how long the pull took once started, without that wait. A pull the
-// limits refuse is an error, to which the image pull backoff applies. It
-// is safe for concurrent use.
-type ImagePuller interface {
-	PullImage(ctx context.Context, image string, auth *runtimeapi.AuthConfig, sb *runtimeapi.PodSandboxConfig) (string, time.Duration, error)
+// ImageManager makes the image of a container present before it is
+// created.
+//
+// Contract: EnsureImage applies the container's imagePullPolicy, pulling
+// with the pod's credentials under the node's pull limits and its own pull
+// backoff, and returns the image reference to create the container with.
+// It may block while a pull waits or runs and returns when ctx is done. A
+// failure's text is the message of the container's waiting state, and it
+// wraps one of images.ErrImagePull, ErrImagePullBackOff, ErrImageNeverPull
+// or ErrInvalidImageName, whose text is the waiting reason. Forget drops
+// what is kept for a pod (backoffs, errors) once it will never start a
+// container again; it is idempotent. Both are safe for concurrent use.
+type ImageManager interface {
+	EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sb *runtimeapi.PodSandboxConfig) (string, error)
+	Forget(uid types.UID)
 }
 
 // StartRecorder is told of each container started and its log file.
 type StartRecorder interface {
 	ContainerStarted(pod *v1.Pod, container, id, logPath string)
-}
-
-// PullRecorder is told about the image pulls of a pod.
-type PullRecorder interface {
-	PullStarted(uid types.UID)
-	PullFinished(uid types.UID)
 }
 
 // Syncer implements podworker.Syncer against a CRI runtime.
@@ -228,15 +226,9 @@ type Syncer struct {
 	status  StatusSink
 	clock   clock.Clock
 
-	// crash and pulls hold their entries per pod; forgetPod drops them.
+	// crash holds its entries per pod; forgetPod drops them.
 	crash *podBackoff
-	pulls *podBackoff
 	lc    *lifecycleState
-
-	// pullErrs remembers the last pull failure per pod and image so the
-	// status shows ErrImagePull, then ImagePullBackOff while held.
-	mu       sync.Mutex
-	pullErrs map[types.UID]map[string]string
 }
 
 var _ podworker.Syncer = (*Syncer)(nil)
@@ -248,15 +240,13 @@ func New(opts Options, rt Runtime, cg Cgroups, st StatusSink) *Syncer {
 		clk = clock.RealClock{}
 	}
 	return &Syncer{
-		opts:     opts,
-		rt:       rt,
-		cgroups:  cg,
-		status:   st,
-		clock:    clk,
-		crash:    newPodBackoff(crashLoopBackoff(opts.MaxContainerRestartPeriod, clk)),
-		pulls:    newPodBackoff(flowcontrol.NewFakeBackOff(initialBackoff, maxBackoff, clk)),
-		lc:       newLifecycleState(),
-		pullErrs: map[types.UID]map[string]string{},
+		opts:    opts,
+		rt:      rt,
+		cgroups: cg,
+		status:  st,
+		clock:   clk,
+		crash:   newPodBackoff(crashLoopBackoff(opts.MaxContainerRestartPeriod, clk)),
+		lc:      newLifecycleState(),
 	}
 }
 
@@ -444,9 +434,9 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction, sandboxID string, sbCfg *runtimeapi.PodSandboxConfig, podIPs []string) (reason, msg string, err error) {
 	logger := klog.FromContext(ctx).WithValues("container", st.container.Name)
 	c := st.container
-	image, reason, err := s.ensureImage(ctx, pod, c, sbCfg)
+	image, err := s.ensureImage(ctx, pod, c, sbCfg)
 	if err != nil {
-		return reason, err.Error(), err
+		return imageReason(err), err.Error(), err
 	}
 	if st.backoffKey != "" {
 		s.crash.next(pod.UID, st.backoffKey, st.finishedAt)
@@ -485,90 +475,6 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 		return ReasonPostStartHookError, msg, err
 	}
 	return "", "", nil
-}
-
-// ensureImage applies the container's imagePullPolicy and returns the
-// image to run.
-func (s *Syncer) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, sbCfg *runtimeapi.PodSandboxConfig) (string, string, error) {
-	policy := c.ImagePullPolicy
-	if policy != v1.PullAlways {
-		ref, err := s.rt.ImageRef(ctx, c.Image)
-		if err != nil {
-			return "", ReasonErrImagePull, fmt.Errorf("image status of %s: %w", c.Image, err)
-		}
-		if ref != "" {
-			return ref, "", nil
-		}
-		if policy == v1.PullNever {
-			err := fmt.Errorf("container image %q is not present with pull policy of Never", c.Image)
-			s.event(pod, v1.EventTypeWarning, ReasonErrImageNeverPull, "%v", err)
-			s.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Reason: ReasonErrImageNeverPull, Message: err.Error()})
-			return "", ReasonErrImageNeverPull, err
-		}
-	}
-	key := string(pod.UID) + "_" + c.Image
-	if s.pulls.IsInBackOffSinceUpdate(key, s.clock.Now()) {
-		s.mu.Lock()
-		last := s.pullErrs[pod.UID][key]
-		s.mu.Unlock()
-		s.event(pod, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", c.Image)
-		s.note(pod, journal.Entry{Kind: journal.KindBackoff, Container: c.Name, Reason: ReasonImagePullBackOff, Message: fmt.Sprintf("back-off pulling image %q: %s", c.Image, last)})
-		return "", ReasonImagePullBackOff, fmt.Errorf("back-off pulling image %q: %s", c.Image, last)
-	}
-	logger := klog.FromContext(ctx)
-	logger.Info("Pulling image", "container", c.Name, "image", c.Image)
-	s.event(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
-	start := s.clock.Now()
-	if s.opts.Pulls != nil {
-		s.opts.Pulls.PullStarted(pod.UID)
-	}
-	ref, pulling, err := s.pullImage(ctx, c.Image, sbCfg)
-	if s.opts.Pulls != nil {
-		s.opts.Pulls.PullFinished(pod.UID)
-	}
-	if err != nil {
-		s.pulls.next(pod.UID, key, s.clock.Now())
-		s.mu.Lock()
-		if s.pullErrs[pod.UID] == nil {
-			s.pullErrs[pod.UID] = map[string]string{}
-		}
-		s.pullErrs[pod.UID][key] = err.Error()
-		s.mu.Unlock()
-		s.event(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
-		s.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Reason: ReasonErrImagePull, Message: fmt.Sprintf("pull of %q failed: %v", c.Image, err), Duration: s.clock.Since(start), NextRetry: s.clock.Now().Add(s.pulls.Get(key))})
-		return "", ReasonErrImagePull, fmt.Errorf("pull image %q: %w", c.Image, err)
-	}
-	s.pulls.reset(pod.UID, key)
-	s.mu.Lock()
-	if errs := s.pullErrs[pod.UID]; errs != nil {
-		delete(errs, key)
-		if len(errs) == 0 {
-			delete(s.pullErrs, pod.UID)
-		}
-	}
-	s.mu.Unlock()
-	took := s.clock.Since(start)
-	size, err := s.rt.ImageSize(ctx, ref)
-	if err != nil {
-		logger.V(2).Info("Image size unknown", "image", c.Image, "err", err)
-	}
-	metrics.ImagePullDuration.WithLabelValues(metrics.ImageSizeBucket(size)).Observe(took.Seconds())
-	logger.Info("Pulled image", "container", c.Name, "image", c.Image, "duration", pulling, "durationWithWait", took, "size", size)
-	s.event(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
-		c.Image, pulling.Truncate(time.Millisecond), took.Truncate(time.Millisecond), size)
-	s.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Message: fmt.Sprintf("pulled %q (%d bytes, %s including waiting)", c.Image, size, took.Truncate(time.Millisecond)), Duration: pulling})
-	return ref, "", nil
-}
-
-// pullImage pulls through the node's puller, or straight from the runtime
-// when there is none, and returns how long the pull itself took.
-func (s *Syncer) pullImage(ctx context.Context, image string, sbCfg *runtimeapi.PodSandboxConfig) (string, time.Duration, error) {
-	if s.opts.Puller != nil {
-		return s.opts.Puller.PullImage(ctx, image, nil, sbCfg)
-	}
-	start := s.clock.Now()
-	ref, err := s.rt.PullImage(ctx, image, nil, sbCfg)
-	return ref, s.clock.Since(start), err
 }
 
 // SyncTerminatingPod stops every container of the pod with gracePeriod
@@ -718,14 +624,13 @@ func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
-// forgetPod drops the crash-loop and image pull backoffs and the pull
-// errors kept for pod uid.
+// forgetPod drops the crash-loop backoffs, and what the image manager
+// keeps, for pod uid.
 func (s *Syncer) forgetPod(uid types.UID) {
 	s.crash.forget(uid)
-	s.pulls.forget(uid)
-	s.mu.Lock()
-	delete(s.pullErrs, uid)
-	s.mu.Unlock()
+	if s.opts.Images != nil {
+		s.opts.Images.Forget(uid)
+	}
 }
 
 // prepareResources sets up the pod's resources on the node in order. A

@@ -16,6 +16,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/heartlet/heartlet/internal/images"
 	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/runtime"
@@ -31,6 +32,7 @@ type harness struct {
 	clock  *testingclock.FakeClock
 	syncer *Syncer
 	status *status.Manager
+	images *fakeImages
 }
 
 func newHarness(t *testing.T) *harness {
@@ -50,14 +52,16 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	st := status.NewManager(clk)
+	imgs := &fakeImages{fake: fake}
 	s := New(Options{
+		Images:      imgs,
 		NodeIPs:     []string{"192.0.2.10"},
 		PodLogsDir:  t.TempDir(),
 		ResolvConf:  resolv,
 		RuntimeName: "fakecri",
 		Clock:       clk,
 	}, rt, nil, st)
-	h := &harness{t: t, ctx: ctx, fake: fake, rt: rt, clock: clk, syncer: s, status: st}
+	h := &harness{t: t, ctx: ctx, fake: fake, rt: rt, clock: clk, syncer: s, status: st, images: imgs}
 	h.useVolumes(nil)
 	return h
 }
@@ -302,82 +306,40 @@ func TestSyncPodRestartPolicyNever(t *testing.T) {
 	}
 }
 
-func TestSyncPodImagePolicies(t *testing.T) {
+// An image failure leaves the container waiting with the reason the image
+// manager's error wraps and its text as the message, creates nothing, and
+// fails the sync so the worker retries.
+func TestSyncPodImageFailures(t *testing.T) {
 	tests := []struct {
-		name       string
-		image      string
-		policy     v1.PullPolicy
-		wantPull   bool
-		wantReason string
+		err    error
+		reason string
 	}{
-		{"present image with IfNotPresent is not pulled", "busybox:1.35", v1.PullIfNotPresent, false, ""},
-		{"missing image with IfNotPresent is pulled", "other:1", v1.PullIfNotPresent, true, ""},
-		{"Always pulls a present image", "busybox:1.35", v1.PullAlways, true, ""},
-		{"Never refuses a missing image", "other:1", v1.PullNever, false, ReasonErrImageNeverPull},
+		{fmt.Errorf("pull image \"private:1\": %w", images.ErrImagePull), "ErrImagePull"},
+		{fmt.Errorf("back-off pulling image \"private:1\": %w", images.ErrImagePullBackOff), "ImagePullBackOff"},
+		{fmt.Errorf("container image \"private:1\" is not present with pull policy of Never: %w", images.ErrImageNeverPull), "ErrImageNeverPull"},
+		{fmt.Errorf("failed to apply default image tag \"private:1\": %w", images.ErrInvalidImageName), "InvalidImageName"},
+		{errors.New("an error wrapping no reason"), "ErrImagePull"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		t.Run(tt.reason+"/"+tt.err.Error(), func(t *testing.T) {
 			h := newHarness(t)
-			pod := testPod(v1.RestartPolicyAlways, nil, "c")
-			pod.Spec.Containers[0].Image = tt.image
-			pod.Spec.Containers[0].ImagePullPolicy = tt.policy
+			h.images.failWith("private:1", tt.err)
+			pod := testPod(v1.RestartPolicyAlways, nil, "c", "ok")
+			pod.Spec.Containers[0].Image = "private:1"
 			_, err := h.syncer.SyncPod(h.ctx, podworker.UpdateCreate, pod)
-			pulled := false
-			for _, c := range h.fake.Calls() {
-				if c == "PullImage" {
-					pulled = true
-				}
-			}
-			if pulled != tt.wantPull {
-				t.Errorf("pulled = %v, want %v", pulled, tt.wantPull)
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("SyncPod = %v, want an error wrapping %v", err, tt.err)
 			}
 			st, _ := h.status.GetPodStatus(pod.UID)
-			cs := findStatus(st, "c")
-			if tt.wantReason == "" {
-				if err != nil {
-					t.Fatalf("SyncPod: %v", err)
-				}
-				if cs.State.Running == nil {
-					t.Errorf("state = %+v, want running", cs.State)
-				}
-				return
+			w := findStatus(st, "c").State.Waiting
+			if w == nil || w.Reason != tt.reason || w.Message != tt.err.Error() {
+				t.Fatalf("state = %+v, want waiting %s with %q", findStatus(st, "c").State, tt.reason, tt.err)
 			}
-			if err == nil {
-				t.Fatal("SyncPod succeeded, want an error")
+			if n := len(h.containers("c")); n != 0 {
+				t.Errorf("%d containers c created without their image", n)
 			}
-			if cs.State.Waiting == nil || cs.State.Waiting.Reason != tt.wantReason {
-				t.Errorf("state = %+v, want waiting %s", cs.State, tt.wantReason)
-			}
+			h.running("ok")
 		})
-	}
-}
-
-func TestSyncPodPullBackoff(t *testing.T) {
-	h := newHarness(t)
-	pod := testPod(v1.RestartPolicyAlways, nil, "c")
-	pod.Spec.Containers[0].Image = "private:1"
-	pod.Spec.Containers[0].ImagePullPolicy = v1.PullIfNotPresent
-	h.fake.RequireAuth("private:1", "u", "p")
-
-	if _, err := h.syncer.SyncPod(h.ctx, podworker.UpdateCreate, pod); err == nil {
-		t.Fatal("sync with an unpullable image succeeded")
-	}
-	st, _ := h.status.GetPodStatus(pod.UID)
-	if w := findStatus(st, "c").State.Waiting; w == nil || w.Reason != ReasonErrImagePull {
-		t.Fatalf("first failure state = %+v, want ErrImagePull", findStatus(st, "c").State)
-	}
-	h.fake.ResetCalls()
-	if _, err := h.syncer.SyncPod(h.ctx, podworker.UpdateSync, pod); err == nil {
-		t.Fatal("sync during pull backoff succeeded")
-	}
-	for _, c := range h.fake.Calls() {
-		if c == "PullImage" {
-			t.Error("pulled again during the pull backoff")
-		}
-	}
-	st, _ = h.status.GetPodStatus(pod.UID)
-	if w := findStatus(st, "c").State.Waiting; w == nil || w.Reason != ReasonImagePullBackOff {
-		t.Errorf("state in backoff = %+v, want ImagePullBackOff", findStatus(st, "c").State)
 	}
 }
 
@@ -513,15 +475,15 @@ func TestCrashLoopBackoffCap(t *testing.T) {
 	}
 }
 
-// TestRemovedPodsLeaveNoBackoff: the crash-loop and image pull backoffs
-// and the remembered pull errors of a pod go with the pod, whether it is
+// TestRemovedPodsLeaveNoBackoff: the crash-loop backoffs of a pod go with
+// the pod, and the image manager is told to forget it, whether it is
 // removed (RemovePod) or has terminated for good (SyncTerminatedPod);
 // otherwise every pod that ever crashed or failed a pull stays in memory.
 func TestRemovedPodsLeaveNoBackoff(t *testing.T) {
 	for _, how := range []string{"RemovePod", "SyncTerminatedPod"} {
 		t.Run(how, func(t *testing.T) {
 			h := newHarness(t)
-			h.fake.RequireAuth("private:1", "u", "p")
+			h.images.failWith("private:1", images.ErrImagePull)
 			const n = 5
 			var pods []*v1.Pod
 			for i := range n {
@@ -549,9 +511,6 @@ func TestRemovedPodsLeaveNoBackoff(t *testing.T) {
 			if got := h.syncer.crash.len(); got != n {
 				t.Fatalf("crash-loop entries before removal = %d, want %d", got, n)
 			}
-			if got := h.syncer.pulls.len(); got != n {
-				t.Fatalf("pull backoff entries before removal = %d, want %d", got, n)
-			}
 			crashKeys := map[string]bool{}
 			for _, ks := range h.syncer.crash.keys {
 				for k := range ks {
@@ -572,23 +531,15 @@ func TestRemovedPodsLeaveNoBackoff(t *testing.T) {
 			if got := h.syncer.crash.len(); got != 0 {
 				t.Errorf("crash-loop entries after removing every pod = %d, want 0", got)
 			}
-			if got := h.syncer.pulls.len(); got != 0 {
-				t.Errorf("pull backoff entries after removing every pod = %d, want 0", got)
+			for _, pod := range pods {
+				if !h.images.forgotten(pod.UID) {
+					t.Errorf("the image manager was not told to forget %s", pod.UID)
+				}
 			}
-			h.syncer.mu.Lock()
-			if got := len(h.syncer.pullErrs); got != 0 {
-				t.Errorf("pull errors kept after removing every pod = %d, want 0", got)
-			}
-			h.syncer.mu.Unlock()
 			// The backoff itself holds nothing either.
 			for k := range crashKeys {
 				if d := h.syncer.crash.Get(k); d != 0 {
 					t.Errorf("crash-loop backoff of %s still %v after removal", k, d)
-				}
-			}
-			for _, pod := range pods {
-				if d := h.syncer.pulls.Get(string(pod.UID) + "_private:1"); d != 0 {
-					t.Errorf("pull backoff of %s still %v after removal", pod.UID, d)
 				}
 			}
 		})

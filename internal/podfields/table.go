@@ -47,7 +47,7 @@ func podSpec() []Field {
 		{Path: "spec.hostIPC", Support: Honoured},
 		{Path: "spec.shareProcessNamespace", Support: Honoured},
 		{Path: "spec.securityContext", Support: Honoured},
-		{Path: "spec.imagePullSecrets", Support: NotYet, Note: "images are pulled without credentials"},
+		{Path: "spec.imagePullSecrets", Support: Honoured, Note: "dockerconfigjson and dockercfg Secrets, matched to the image's registry as upstream; each matching login tried in turn"},
 		{Path: "spec.hostname", Support: Honoured},
 		{Path: "spec.subdomain", Support: Honoured},
 		{Path: "spec.affinity", Support: Honoured, Note: "required node affinity " + admitted + "; the rest is the scheduler's"},

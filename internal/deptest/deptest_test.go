@@ -30,6 +30,27 @@ var kubeclientImporters = map[string]string{
 	"internal/doctor": "checks the API server connection that kubeclient makes",
 }
 
+// deciders are the packages that decide through interfaces they declare:
+// each may not import the packages that do the work it drives, with the
+// reason.
+var deciders = map[string]struct {
+	forbidden []string
+	reason    string
+}{
+	"internal/podlifecycle": {
+		forbidden: []string{"internal/podsync", "internal/volume", "internal/cgroups", "internal/pleg", "internal/status", "internal/probe", "internal/podstartup"},
+		reason:    "the pod lifecycle decides on the interfaces of its types.go, not on the packages that do the work",
+	},
+	"internal/podresources": {
+		forbidden: []string{"internal/podsync", "internal/podlifecycle", "internal/volume", "internal/cgroups", "internal/runtime"},
+		reason:    "the resource handlers run through interfaces the package declares, not on the packages that hold the resources or use them",
+	},
+	"internal/eviction": {
+		forbidden: []string{"internal/podsync", "internal/stats", "internal/status", "internal/runtime", "internal/nodestatus", "internal/podlifecycle"},
+		reason:    "eviction decides on interfaces, not on the packages that measure, report or act",
+	},
+}
+
 // graph maps a package (path relative to the module) to the packages of
 // the module it imports directly.
 type graph map[string][]string
@@ -128,6 +149,8 @@ func violations(g graph) []string {
 				out = append(out, fmt.Sprintf("%s -> %s: only the commands may import the agent, which only wires", from, to))
 			case within(to, kubeclientPkg) && !within(from, kubeclientPkg) && !within(from, agentPkg) && !within(from, "cmd") && kubeclientImporters[from] == "":
 				out = append(out, fmt.Sprintf("%s -> %s: a domain package reaches the API server through an interface it declares, not through kubeclient", from, to))
+			case slices.ContainsFunc(deciders[from].forbidden, func(f string) bool { return within(to, f) }):
+				out = append(out, fmt.Sprintf("%s -> %s: %s", from, to, deciders[from].reason))
 			}
 		}
 		if within(from, serverPkg) {
@@ -152,6 +175,11 @@ func TestImportGraph(t *testing.T) {
 	}
 	for _, v := range violations(g) {
 		t.Error(v)
+	}
+	for p := range deciders {
+		if _, ok := g[p]; !ok {
+			t.Errorf("go list did not report %s, which has rules of its own; update deciders", p)
+		}
 	}
 	for p := range kubeclientImporters {
 		if !slices.Contains(g[p], kubeclientPkg) {
@@ -189,6 +217,11 @@ func TestViolations(t *testing.T) {
 				"internal/podsync":     nil,
 			},
 			want: []string{"internal/server/auth -> internal/status -> internal/podsync: the server depends on function types only, never on podsync"},
+		},
+		{
+			name: "a deciding package imports what it drives",
+			g:    graph{"internal/eviction": {"internal/podworker", "internal/stats"}, "internal/stats": nil, "internal/podworker": nil},
+			want: []string{"internal/eviction -> internal/stats: " + deciders["internal/eviction"].reason},
 		},
 		{
 			name: "a domain package imports kubeclient",

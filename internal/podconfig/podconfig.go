@@ -4,12 +4,17 @@
 // changes (add, update, remove) keyed by pod UID.
 //
 // A source always delivers its full current set with Set; Config computes the
-// difference to what that source delivered before. Updates are queued in an
-// unbounded in-memory queue and handed to the Updates channel by a single
-// short-lived goroutine, so Set never blocks on a slow consumer and the
-// consumer sees changes in exactly the order Set produced them. The consumer
-// must keep draining Updates; undelivered changes stay queued. Delivery
-// ends with the context given to New: afterwards nothing more is
+// difference to what that source delivered before. Updates wait in a
+// queue, coalesced per pod UID, and are handed to the Updates channel by a
+// single short-lived goroutine, so Set never blocks on a slow consumer. A
+// change to a pod whose previous change is still waiting folds into it: an
+// update replaces the waiting add's or update's pod, a removal replaces a
+// waiting update and cancels a waiting add (the consumer never saw the
+// pod). So at most two changes per UID wait (a removal, then the add of a
+// pod that comes back with that UID), the queue is bounded by the number
+// of pods, and the consumer still sees, per UID, a valid sequence that
+// ends in the current state. The consumer must keep draining Updates.
+// Delivery ends with the context given to New: afterwards nothing more is
 // delivered and no goroutine is left waiting for a consumer.
 package podconfig
 
@@ -100,12 +105,14 @@ type Config struct {
 	owner map[types.UID]string
 	// seen records the sources that have called Set at least once.
 	seen map[string]bool
-	// queue holds changes not yet handed to out; pumping is true while the
+	// queue holds changes not yet handed to out, coalesced per UID (the
+	// one being handed over has left it); pumping is true while the
 	// delivery goroutine runs.
 	queue   []Update
 	pumping bool
 	out     chan Update
-	// queued counts every update ever queued (for tests).
+	// queued counts the updates that were or will be delivered: every
+	// change queued, less those coalesced away.
 	queued int
 }
 
@@ -240,15 +247,41 @@ func (c *Config) Pods() []*v1.Pod {
 	return out
 }
 
-// enqueue appends u to the queue and starts delivery if it is idle. Callers
-// hold c.mu.
+// enqueue queues u, folded into the change of the same UID still waiting
+// when there is one, and starts delivery if it is idle. Callers hold c.mu.
 func (c *Config) enqueue(u Update) {
-	c.queue = append(c.queue, u)
-	c.queued++
+	if !c.coalesce(u) {
+		c.queue = append(c.queue, u)
+		c.queued++
+	}
 	if !c.pumping && c.ctx.Err() == nil {
 		c.pumping = true
 		go c.pump()
 	}
+}
+
+// coalesce folds u into the last waiting change of its UID and reports
+// whether it did. Callers hold c.mu.
+func (c *Config) coalesce(u Update) bool {
+	i := len(c.queue) - 1
+	for ; i >= 0 && c.queue[i].Pod.UID != u.Pod.UID; i-- {
+	}
+	if i < 0 {
+		return false
+	}
+	last := &c.queue[i]
+	switch {
+	case u.Op == OpUpdate && (last.Op == OpAdd || last.Op == OpUpdate):
+		last.Pod = u.Pod
+	case u.Op == OpRemove && last.Op == OpUpdate:
+		*last = u
+	case u.Op == OpRemove && last.Op == OpAdd:
+		c.queue = append(c.queue[:i], c.queue[i+1:]...)
+		c.queued--
+	default:
+		return false
+	}
+	return true
 }
 
 // pump hands queued updates to the channel one at a time, in order, and
@@ -264,16 +297,13 @@ func (c *Config) pump() {
 			return
 		}
 		u := c.queue[0]
+		c.queue[0] = Update{}
+		c.queue = c.queue[1:]
 		c.mu.Unlock()
 		select {
 		case c.out <- u:
 		case <-c.ctx.Done():
-			continue
 		}
-		c.mu.Lock()
-		c.queue[0] = Update{}
-		c.queue = c.queue[1:]
-		c.mu.Unlock()
 	}
 }
 

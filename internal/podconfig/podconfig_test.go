@@ -3,6 +3,8 @@ package podconfig
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -64,6 +66,35 @@ func recv(t *testing.T, c *Config, n int) []Update {
 			t.Fatalf("got %d updates %v, want %d", len(out), describe(out), n)
 		}
 	}
+	return out
+}
+
+// drain reads updates until every update c queued was received, or fails
+// at the deadline.
+func drain(t *testing.T, c *Config) []Update {
+	t.Helper()
+	var out []Update
+	deadline := time.After(5 * time.Second)
+	for {
+		c.mu.Lock()
+		queued := c.queued
+		c.mu.Unlock()
+		receivedMu.Lock()
+		got := received[c] + len(out)
+		receivedMu.Unlock()
+		if got >= queued {
+			break
+		}
+		select {
+		case u := <-c.Updates():
+			out = append(out, u)
+		case <-deadline:
+			t.Fatalf("got %d updates %v, %d queued", got, describe(out), queued)
+		}
+	}
+	receivedMu.Lock()
+	received[c] += len(out)
+	receivedMu.Unlock()
 	return out
 }
 
@@ -166,15 +197,66 @@ func TestSetDiff(t *testing.T) {
 	}
 }
 
+// An update still waiting when the pod is removed folds into the removal,
+// which carries the last version.
 func TestRemoveCarriesLastVersion(t *testing.T) {
 	cfg := New(t.Context())
 	a := pod("a", "pa", "img:1")
 	cfg.Set(SourceFile, []*v1.Pod{a})
+	if us := recv(t, cfg, 1); us[0].Op != OpAdd {
+		t.Fatalf("first update = %v, want add", describe(us))
+	}
 	cfg.Set(SourceFile, []*v1.Pod{withLabel(a, "v", "2")})
 	cfg.Set(SourceFile, nil)
-	us := recv(t, cfg, 3)
-	if us[2].Op != OpRemove || us[2].Pod.Labels["v"] != "2" {
-		t.Fatalf("remove update = %v labels %v, want the last version", us[2].Op, us[2].Pod.Labels)
+	us := drain(t, cfg)
+	last := us[len(us)-1]
+	if last.Op != OpRemove || last.Pod.Labels["v"] != "2" {
+		t.Fatalf("last update = %v labels %v, want the removal of the last version", last.Op, last.Pod.Labels)
+	}
+}
+
+// Changes of a UID that still waits fold into the waiting one, so at most
+// a removal and a re-add wait per UID. The Config's context is done, so
+// nothing is delivered and the queue is what Set left.
+func TestCoalescing(t *testing.T) {
+	add := func(uid, label string) Update { return Update{Op: OpAdd, Pod: withLabel(pod(uid, "p"+uid, "i"), "v", label)} }
+	upd := func(uid, label string) Update { return Update{Op: OpUpdate, Pod: withLabel(pod(uid, "p"+uid, "i"), "v", label)} }
+	rm := func(uid, label string) Update { return Update{Op: OpRemove, Pod: withLabel(pod(uid, "p"+uid, "i"), "v", label)} }
+	tests := []struct {
+		name string
+		in   []Update
+		want []string // op uid v
+	}{
+		{"updates fold into the add", []Update{add("a", "1"), upd("a", "2"), upd("a", "3")}, []string{"add a 3"}},
+		{"updates fold into an update", []Update{upd("a", "1"), upd("a", "2")}, []string{"update a 2"}},
+		{"a removal replaces an update", []Update{upd("a", "1"), rm("a", "2")}, []string{"remove a 2"}},
+		{"a removal cancels an add", []Update{add("a", "1"), upd("a", "2"), rm("a", "2")}, nil},
+		{"a re-add waits behind the removal", []Update{rm("a", "1"), add("a", "2"), upd("a", "3")}, []string{"remove a 1", "add a 3"}},
+		{"remove, re-add, remove", []Update{rm("a", "1"), add("a", "2"), rm("a", "2")}, []string{"remove a 1"}},
+		{"other UIDs keep their order", []Update{add("a", "1"), add("b", "1"), upd("a", "2"), rm("b", "1"), add("c", "1")}, []string{"add a 2", "add c 1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			cfg := New(ctx)
+			cfg.mu.Lock()
+			for _, u := range tc.in {
+				cfg.enqueue(u)
+			}
+			var got []string
+			for _, u := range cfg.queue {
+				got = append(got, fmt.Sprintf("%s %s %s", u.Op, u.Pod.UID, u.Pod.Labels["v"]))
+			}
+			queued := cfg.queued
+			cfg.mu.Unlock()
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("queue = %q, want %q", got, tc.want)
+			}
+			if queued != len(tc.want) {
+				t.Errorf("queued = %d, want %d", queued, len(tc.want))
+			}
+		})
 	}
 }
 
@@ -266,8 +348,31 @@ func TestPodsAreCopies(t *testing.T) {
 	}
 }
 
-// TestSetNeverBlocks queues many changes without a reader, then checks they
-// all arrive in order.
+// apply applies us to the set of UIDs a consumer knows, failing on a
+// change that does not fit it (an add of a known UID, an update or removal
+// of an unknown one).
+func apply(t *testing.T, known map[types.UID]bool, us []Update) {
+	t.Helper()
+	for _, u := range us {
+		switch u.Op {
+		case OpAdd:
+			if known[u.Pod.UID] {
+				t.Fatalf("add of known UID %s in %v", u.Pod.UID, describe(us))
+			}
+			known[u.Pod.UID] = true
+		case OpUpdate, OpRemove:
+			if !known[u.Pod.UID] {
+				t.Fatalf("%s of unknown UID %s in %v", u.Op, u.Pod.UID, describe(us))
+			}
+			if u.Op == OpRemove {
+				delete(known, u.Pod.UID)
+			}
+		}
+	}
+}
+
+// TestSetNeverBlocks queues many changes without a reader: Set returns,
+// the changes coalesce to a few, and what arrives ends in the last set.
 func TestSetNeverBlocks(t *testing.T) {
 	cfg := New(t.Context())
 	const n = 500
@@ -283,39 +388,23 @@ func TestSetNeverBlocks(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Set blocked without a reader")
 	}
-	us := recv(t, cfg, 2*n-1)
-	// Add 0, then (remove i-1, add i) pairs.
-	if us[0].Op != OpAdd || us[0].Pod.UID != "0" {
-		t.Fatalf("first update = %v", describe(us[:1]))
+	cfg.mu.Lock()
+	waiting := len(cfg.queue)
+	cfg.mu.Unlock()
+	// At most the removal of one delivered pod and the add of the last.
+	if waiting > 2 {
+		t.Errorf("%d changes wait for the reader, want at most 2", waiting)
 	}
-	for i := 1; i < n; i++ {
-		r, a := us[2*i-1], us[2*i]
-		if r.Op != OpRemove || r.Pod.UID != types.UID(fmt.Sprint(i-1)) || a.Op != OpAdd || a.Pod.UID != types.UID(fmt.Sprint(i)) {
-			t.Fatalf("updates %d,%d = %v", 2*i-1, 2*i, describe([]Update{r, a}))
-		}
+	us := drain(t, cfg)
+	known := map[types.UID]bool{}
+	apply(t, known, us)
+	if len(known) != 1 || !known[types.UID(fmt.Sprint(n-1))] {
+		t.Fatalf("after %v the reader knows %v, want only %d", describe(us), known, n-1)
 	}
-	expectNone(t, cfg)
 }
 
 func TestConcurrentSources(t *testing.T) {
 	cfg := New(t.Context())
-	// Each source: 1 add, then per change a remove and an add.
-	const want = 3 * (1 + 2*49)
-	got := make(chan []Update)
-	go func() {
-		var us []Update
-		deadline := time.After(10 * time.Second)
-		for len(us) < want {
-			select {
-			case u := <-cfg.Updates():
-				us = append(us, u)
-			case <-deadline:
-				got <- us
-				return
-			}
-		}
-		got <- us
-	}()
 	var wg sync.WaitGroup
 	for _, src := range []string{SourceFile, SourceHTTP, SourceAPIServer} {
 		wg.Add(1)
@@ -328,15 +417,36 @@ func TestConcurrentSources(t *testing.T) {
 			}
 		}()
 	}
+	// Read while the sources change, then the rest.
+	var us []Update
+	stop, readDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(readDone)
+		for {
+			select {
+			case u := <-cfg.Updates():
+				us = append(us, u)
+			case <-stop:
+				return
+			}
+		}
+	}()
 	wg.Wait()
-	us := <-got
-	if len(us) != want {
-		t.Fatalf("got %d updates, want %d", len(us), want)
-	}
+	close(stop)
+	<-readDone
 	receivedMu.Lock()
-	received[cfg] = len(us)
+	received[cfg] += len(us)
 	receivedMu.Unlock()
-	expectNone(t, cfg)
+	us = append(us, drain(t, cfg)...)
+	known := map[types.UID]bool{}
+	apply(t, known, us)
+	want := map[types.UID]bool{}
+	for _, src := range []string{SourceFile, SourceHTTP, SourceAPIServer} {
+		want[types.UID(src+fmt.Sprint(49%3))] = true
+	}
+	if !maps.Equal(known, want) {
+		t.Fatalf("the reader knows %v, want %v", known, want)
+	}
 	if n := len(cfg.Pods()); n != 3 {
 		t.Fatalf("Pods() = %d, want 3", n)
 	}

@@ -206,7 +206,11 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 		return nil
 	}
 	if m.victim != "" || now.Before(m.settleUntil) {
-		logger.V(2).Info("Eviction manager: waiting for the evicted pod to be cleaned up", "podUID", m.victim)
+		if m.victim != "" {
+			logger.V(2).Info("Eviction manager: waiting for the evicted pod to be cleaned up", "podUID", m.victim)
+		} else {
+			logger.V(2).Info("Eviction manager: waiting for fresh stats after an eviction")
+		}
 		return nil
 	}
 	slices.SortStableFunc(active, func(a, b Threshold) int {

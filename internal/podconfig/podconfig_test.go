@@ -219,9 +219,15 @@ func TestRemoveCarriesLastVersion(t *testing.T) {
 // a removal and a re-add wait per UID. The Config's context is done, so
 // nothing is delivered and the queue is what Set left.
 func TestCoalescing(t *testing.T) {
-	add := func(uid, label string) Update { return Update{Op: OpAdd, Pod: withLabel(pod(uid, "p"+uid, "i"), "v", label)} }
-	upd := func(uid, label string) Update { return Update{Op: OpUpdate, Pod: withLabel(pod(uid, "p"+uid, "i"), "v", label)} }
-	rm := func(uid, label string) Update { return Update{Op: OpRemove, Pod: withLabel(pod(uid, "p"+uid, "i"), "v", label)} }
+	add := func(uid, label string) Update {
+		return Update{Op: OpAdd, Pod: withLabel(pod(uid, "p"+uid, "i"), "v", label)}
+	}
+	upd := func(uid, label string) Update {
+		return Update{Op: OpUpdate, Pod: withLabel(pod(uid, "p"+uid, "i"), "v", label)}
+	}
+	rm := func(uid, label string) Update {
+		return Update{Op: OpRemove, Pod: withLabel(pod(uid, "p"+uid, "i"), "v", label)}
+	}
 	tests := []struct {
 		name string
 		in   []Update

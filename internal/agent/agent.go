@@ -259,6 +259,9 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 			c.close()
 		}
 	}()
+	if conn.kube != nil {
+		c.events = nodepage.NewEventLog(nodepage.DefaultEventLogSize, a.clock)
+	}
 	metrics.SetNodeName(a.opts.NodeName)
 	if err := a.buildServers(c, conn); err != nil {
 		return nil, err
@@ -354,7 +357,6 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 		c.apiPods = apiserver.New(cl.Kube, a.opts.NodeName, func(pods []*v1.Pod) {
 			c.desired.Set(apiserver.SourceName, pods)
 		})
-		c.events = nodepage.NewEventLog(nodepage.DefaultEventLogSize, a.clock)
 		er, stopRecs := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName, c.events.Record)
 		c.closers = append(c.closers, stopRecs)
 		c.recorder = er

@@ -232,7 +232,8 @@ func TestClusterNodePageEvents(t *testing.T) {
 	deadline := time.Now().Add(podStartTimeout)
 	for {
 		var err error
-		text, err = chromedp.Run(within(time.Minute), chromedp.Text(chromedp.ID("events")))
+		// The table is there once there are events; read it without waiting.
+		text, err = chromedp.Run(within(time.Minute), chromedp.Evaluate[string](`document.getElementById("events")?.innerText || ""`))
 		missing := ""
 		for _, w := range want {
 			if !strings.Contains(text, w) {
@@ -244,7 +245,8 @@ func TestClusterNodePageEvents(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the page's events lack %q (err %v):\n%s", missing, err, text)
+			body, _ := chromedp.Run(within(time.Minute), chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("the page's events lack %q (err %v):\n%s\nthe whole page:\n%s", missing, err, text, body)
 		}
 		time.Sleep(time.Second)
 	}

@@ -47,10 +47,14 @@ HEARTLET_PID=$RUN/heartlet.pid
 
 CRICTL_CONFIG=$RUN/crictl.yaml
 
-crictl_env() {
-	local config=()
-	[[ -f $CRICTL_CONFIG ]] && config=(--config "$CRICTL_CONFIG")
-	crictl "${config[@]}" --runtime-endpoint "$ENDPOINT" --image-endpoint "$ENDPOINT" --timeout 30s "$@"
+# envcri runs hack/envcri, the environment's CRI client (check, clean,
+# count), built from this module into the repository's bin/ on first use.
+ENVCRI=$HEARTLET_REPO/bin/envcri
+envcri() {
+	if [[ ! -x $ENVCRI ]]; then
+		(cd "$HEARTLET_REPO" && go build -o "$ENVCRI" ./hack/envcri) || die "cannot build hack/envcri"
+	fi
+	"$ENVCRI" -endpoint "$ENDPOINT" "$@"
 }
 
 # pid_alive PIDFILE EXE succeeds when PIDFILE names a live process running EXE.
@@ -77,7 +81,7 @@ registry_up() {
 }
 
 containerd_up() {
-	pid_alive "$CTRD_PID" containerd && [[ -S $SOCK ]] && crictl_env version >/dev/null 2>&1
+	pid_alive "$CTRD_PID" containerd && [[ -S $SOCK ]] && envcri ready >/dev/null 2>&1
 }
 
 # env_pids prints the pids of processes whose command line refers to the
@@ -300,7 +304,8 @@ cmd_start() {
 	for f in busybox/index.json pause/index.json pause.tar; do
 		[[ -e $HEARTLET_IMAGE_DIR/$f ]] || die "missing test image $HEARTLET_IMAGE_DIR/$f; run hack/setup.sh"
 	done
-	command -v crictl >/dev/null || die "crictl missing; run hack/setup.sh"
+	# Built now, with the current sources, so that a stale binary is never used.
+	(cd "$HEARTLET_REPO" && go build -o "$ENVCRI" ./hack/envcri) || die "cannot build hack/envcri"
 	if ss -Hltn "sport = :${REG_ADDR##*:}" | grep -q .; then
 		die "port ${REG_ADDR##*:} is in use; the test registry needs it"
 	fi
@@ -333,19 +338,7 @@ cmd_start() {
 # remove_pods stops and removes every pod sandbox through CRI so that CNI DEL
 # runs and releases addresses and iptables rules.
 remove_pods() {
-	local ids id
-	ids=$(crictl_env pods -q 2>/dev/null) || {
-		warn "cannot list pods through $ENDPOINT"
-		return 0
-	}
-	for id in $ids; do
-		crictl_env stopp "$id" >/dev/null || warn "stopp $id failed"
-		crictl_env rmp -f "$id" >/dev/null || warn "rmp $id failed"
-	done
-	ids=$(crictl_env ps -a -q 2>/dev/null) || true
-	for id in $ids; do
-		crictl_env rm -f "$id" >/dev/null || warn "rm $id failed"
-	done
+	envcri clean || warn "removing the pods through $ENDPOINT failed"
 }
 
 # foreign_heartlets prints the pids of running heartlet processes other than
@@ -534,7 +527,7 @@ cmd_status() {
 	fi
 	if containerd_up; then
 		echo "containerd: running (pid $(<"$CTRD_PID")) on $ENDPOINT"
-		echo "pods:       $(crictl_env pods -q | wc -l), containers: $(crictl_env ps -a -q | wc -l)"
+		echo "pods:       $(envcri count)"
 	else
 		echo "containerd: not running"
 		ok=1

@@ -5,10 +5,11 @@
 # Usage: hack/setup.sh [run|test]
 #   run   what hack/run.sh needs to run heartlet standalone on the private
 #         environment of hack/env.sh: containerd, runc, the CNI plugins, the
-#         registry, crictl (hack/env.sh drives containerd with it) and the
-#         images of examples/static-pods (busybox, pause).
+#         registry and the images of examples/static-pods (busybox,
+#         pause). hack/env.sh drives containerd with hack/envcri, which is
+#         built from this module.
 #   test  (the default) everything of run, plus what hack/test.sh needs:
-#         the testserver image, gcc for the race detector, staticcheck,
+#         the testserver image, gcc for the race detector, crictl, staticcheck,
 #         systemd-analyze, and the control plane of hack/kube.sh (etcd and
 #         kube-apiserver, kube-controller-manager, kube-scheduler built from
 #         source, about 22 minutes the first time) and metrics-server.
@@ -87,10 +88,12 @@ go_tool() {
 	# Outside the repository so that the project's go.mod is not consulted.
 	(cd / && GOBIN=$HEARTLET_BIN_DIR GOFLAGS=-buildvcs=false go install "$pkg")
 }
-go_tool crictl sigs.k8s.io/cri-tools "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 "$HEARTLET_REPO/hack/images.sh" "$mode"
 
 if [[ $mode == test ]]; then
+	# crictl, for the tests that look at the runtime as an operator would
+	# (hack/env.sh itself uses hack/envcri, built with heartlet).
+	go_tool crictl sigs.k8s.io/cri-tools "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 	go_tool staticcheck honnef.co/go/tools "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 
 	# The cluster-mode tests' control plane (hack/kube.sh); a one-time cold

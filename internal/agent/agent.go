@@ -137,6 +137,7 @@ type components struct {
 	nodePage    *nodepage.Page
 	syncLoop    *healthz.SyncLoop
 	recorder    record.EventRecorder // nil in standalone mode
+	events      *nodepage.EventLog   // what recorder recorded; nil in standalone mode
 	allocatable func() v1.ResourceList
 	summary     server.SummaryProvider
 	syncer      *podsync.Syncer
@@ -258,6 +259,9 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 			c.close()
 		}
 	}()
+	if conn.kube != nil {
+		c.events = nodepage.NewEventLog(nodepage.DefaultEventLogSize, a.clock)
+	}
 	metrics.SetNodeName(a.opts.NodeName)
 	if err := a.buildServers(c, conn); err != nil {
 		return nil, err
@@ -353,7 +357,7 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 		c.apiPods = apiserver.New(cl.Kube, a.opts.NodeName, func(pods []*v1.Pod) {
 			c.desired.Set(apiserver.SourceName, pods)
 		})
-		er, stopRecs := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName)
+		er, stopRecs := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName, c.events.Record)
 		c.closers = append(c.closers, stopRecs)
 		c.recorder = er
 		nodeOpts := a.nodeOptions(cl, conn.nodeIPs, er)

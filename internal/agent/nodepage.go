@@ -16,6 +16,10 @@ import (
 // newNodePage builds the node page over the components; the components
 // built later (the Node's manager, the workers) are read when the page is.
 func (a *Agent) newNodePage(c *components, stats server.SummaryProvider) *nodepage.Page {
+	var events func(int) []nodepage.Event
+	if c.events != nil {
+		events = c.events.Latest
+	}
 	return nodepage.New(nodepage.Options{
 		NodeName: a.opts.NodeName,
 		Node: func() *v1.Node {
@@ -32,6 +36,7 @@ func (a *Agent) newNodePage(c *components, stats server.SummaryProvider) *nodepa
 		},
 		Pods:    c.statuses.Pods,
 		Journal: c.journal.Latest,
+		Events:  events,
 		Stats:   stats,
 		Health:  c.loopHealth,
 		Clock:   a.clock,

@@ -20,12 +20,16 @@ const eventLogVerbosity = 3
 
 // NewEventRecorder returns a recorder whose events go to the API server
 // (with client-go's aggregation, spam filtering and rate limiting) with
-// source {kubelet, nodeName}, and are logged at -v=3. Call the returned
-// function at shutdown: it stops the broadcaster; events still queued are
-// dropped.
-func NewEventRecorder(ctx context.Context, kube kubernetes.Interface, nodeName string) (record.EventRecorder, func()) {
+// source {kubelet, nodeName}, and are logged at -v=3; every watcher also
+// gets each event as it is recorded (before the API server's aggregation).
+// Call the returned function at shutdown: it stops the broadcaster; events
+// still queued are dropped.
+func NewEventRecorder(ctx context.Context, kube kubernetes.Interface, nodeName string, watchers ...func(*v1.Event)) (record.EventRecorder, func()) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartStructuredLogging(eventLogVerbosity)
+	for _, w := range watchers {
+		b.StartEventWatcher(w)
+	}
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	rec := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventComponent, Host: nodeName})
 	return rec, b.Shutdown

@@ -25,7 +25,13 @@ func TestNewEventRecorder(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rec, shutdown := NewEventRecorder(ctx, kube, "worker-1")
+	watched := make(chan *v1.Event, 1)
+	rec, shutdown := NewEventRecorder(ctx, kube, "worker-1", func(e *v1.Event) {
+		select {
+		case watched <- e.DeepCopy():
+		default:
+		}
+	})
 	defer shutdown()
 
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team", UID: "uid-1"}}
@@ -50,5 +56,13 @@ func TestNewEventRecorder(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event reached the API")
+	}
+	select {
+	case ev := <-watched:
+		if ev.Reason != "Pulled" || ev.InvolvedObject.Name != "web" || ev.Message != `Successfully pulled image "busybox"` {
+			t.Errorf("the watcher got %s %s %q", ev.Reason, ev.InvolvedObject.Name, ev.Message)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event reached the watcher")
 	}
 }

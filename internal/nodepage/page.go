@@ -46,6 +46,8 @@ const (
 	journalLines = 5
 	// latestLines is the number of latest decisions shown for the node.
 	latestLines = 15
+	// eventLines is the number of events shown.
+	eventLines = 15
 )
 
 // SummaryProvider returns the node's stats summary (stats.Provider);
@@ -79,6 +81,9 @@ type Options struct {
 	Journal func(uid types.UID, n int) []journal.Entry
 	// Stats is sampled every SampleEvery for the sparklines.
 	Stats SummaryProvider
+	// Events returns up to n of the newest events heartlet recorded
+	// (EventLog.Latest); nil in standalone mode, where none are recorded.
+	Events func(n int) []Event
 	// Health is heartlet's loop health (PLEG relist, pod workers, ...).
 	Health func() []Check
 	// Clock paces the sampling and dates the page; the real clock when nil.

@@ -80,8 +80,12 @@ func webPod() *v1.Pod {
 	}
 }
 
-func newTestPage(pods []*v1.Pod, j *journal.Journal, stats SummaryProvider) (*Page, *testclock.FakeClock) {
+func newTestPage(pods []*v1.Pod, j *journal.Journal, stats SummaryProvider, events ...*v1.Event) (*Page, *testclock.FakeClock) {
 	clk := testclock.NewFakeClock(t0)
+	evlog := NewEventLog(8, testclock.NewFakePassiveClock(t0.Add(-20*time.Second)))
+	for _, e := range events {
+		evlog.Record(e)
+	}
 	node := &v1.Node{Status: v1.NodeStatus{
 		Conditions: []v1.NodeCondition{
 			{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"},
@@ -94,6 +98,7 @@ func newTestPage(pods []*v1.Pod, j *journal.Journal, stats SummaryProvider) (*Pa
 		Node:     func() *v1.Node { return node },
 		Pods:     func() []*v1.Pod { return pods },
 		Journal:  j.Latest,
+		Events:   evlog.Latest,
 		Stats:    stats,
 		Health: func() []Check {
 			return []Check{{Name: "PLEG relist", Value: "healthy, mean relist 12ms", OK: true}, {Name: "pod workers", Value: "1", OK: true}}
@@ -127,7 +132,10 @@ func TestPageContent(t *testing.T) {
 	j := journal.New(8, testclock.NewFakePassiveClock(t0.Add(-time.Minute)))
 	j.Record("uid-web", journal.Entry{Kind: journal.KindAdmission, Message: "admitted"})
 	j.Record("uid-web", journal.Entry{Time: t0.Add(-10 * time.Second), Kind: journal.KindBackoff, Container: "crashy", Message: "back-off restarting failed container", NextRetry: t0.Add(30 * time.Second)})
-	p, _ := newTestPage([]*v1.Pod{webPod()}, j, &fakeStats{pods: map[string]uint64{"uid-web": 120_000_000}})
+	p, _ := newTestPage([]*v1.Pod{webPod()}, j, &fakeStats{pods: map[string]uint64{"uid-web": 120_000_000}},
+		podEvent(v1.EventTypeNormal, "Pulled", `Container image "busybox" already present on machine`),
+		podEvent(v1.EventTypeWarning, "BackOff", "Back-off restarting failed container crashy"),
+		podEvent(v1.EventTypeWarning, "BackOff", "Back-off restarting failed container crashy"))
 	p.Sample(t.Context())
 	p.Sample(t.Context())
 
@@ -151,11 +159,17 @@ func TestPageContent(t *testing.T) {
 		`<td>-10s</td><td>default/web</td><td>backoff</td>`,
 		`<td>PLEG relist</td><td class="ok">healthy, mean relist 12ms</td>`,
 		`<polyline points="0.0,1.0 120.0,1.0"/></svg> 120m`,
+		`<tr><td>-20s</td><td class="bad">Warning</td><td>Pod default/web</td><td>BackOff</td><td>Back-off restarting failed container crashy</td><td>2</td></tr>`,
+		`<td class="ok">Normal</td><td>Pod default/web</td><td>Pulled</td><td>Container image &#34;busybox&#34; already present on machine</td><td>1</td>`,
 		"fetch(\"node/body\"",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
+	}
+	// Events are newest first too.
+	if strings.Index(page, "<td>BackOff</td>") > strings.Index(page, "<td>Pulled</td>") {
+		t.Error("events are not newest first")
 	}
 	// The latest decisions are newest first.
 	if strings.Index(page, `<td>default/web</td><td>backoff</td>`) > strings.Index(page, `<td>default/web</td><td>admission</td>`) {
@@ -171,7 +185,7 @@ func TestPageContent(t *testing.T) {
 func TestPageWithoutInputs(t *testing.T) {
 	p := New(Options{NodeName: "solo", Clock: testclock.NewFakeClock(t0)})
 	_, page := get(t, p, "/node")
-	for _, want := range []string{"No node conditions (standalone mode", "<td>cpu</td><td>unknown</td><td>0m</td><td>no samples yet</td>", "No pods.", "None yet."} {
+	for _, want := range []string{"No node conditions (standalone mode", "<td>cpu</td><td>unknown</td><td>0m</td><td>no samples yet</td>", "No pods.", "None yet.", "No events (standalone mode"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -192,7 +206,9 @@ func TestPageEscapesPodData(t *testing.T) {
 	pod.Status.Message = "</style><svg onload=alert(3)>"
 	j := journal.New(8, testclock.NewFakePassiveClock(t0))
 	j.Record(pod.UID, journal.Entry{Kind: journal.KindImage, Container: "app" + evil, Message: "pull of \"x\" failed: " + evil, Reason: "javascript:alert(4)"})
-	p, _ := newTestPage([]*v1.Pod{pod}, j, &fakeStats{pods: map[string]uint64{string(pod.UID): 1}})
+	ev := podEvent(v1.EventTypeWarning, "Failed"+evil, "Error: "+evil)
+	ev.InvolvedObject.Name = pod.Name
+	p, _ := newTestPage([]*v1.Pod{pod}, j, &fakeStats{pods: map[string]uint64{string(pod.UID): 1}}, ev)
 	p.Sample(t.Context())
 
 	for _, path := range []string{"/node", "/node/body"} {
@@ -208,6 +224,9 @@ func TestPageEscapesPodData(t *testing.T) {
 		}
 		if !strings.Contains(page, "web&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;") {
 			t.Errorf("%s does not show the pod's name escaped", path)
+		}
+		if !strings.Contains(page, "<td>Error: &#34;&gt;&lt;script&gt;alert(1)") {
+			t.Errorf("%s does not show the event's message escaped", path)
 		}
 		csp := resp.Header.Get("Content-Security-Policy")
 		if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'nonce-") {
@@ -340,5 +359,62 @@ func TestFormat(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
+	}
+}
+
+func podEvent(typ, reason, message string) *v1.Event {
+	return &v1.Event{
+		InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web"},
+		Type:           typ, Reason: reason, Message: message,
+	}
+}
+
+func TestEventLog(t *testing.T) {
+	ev := func(name, reason string) *v1.Event {
+		return &v1.Event{InvolvedObject: v1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: name}, Type: v1.EventTypeNormal, Reason: reason, Message: "m"}
+	}
+	node := &v1.Event{InvolvedObject: v1.ObjectReference{Kind: "Node", Name: "n1"}, Type: v1.EventTypeWarning, Reason: "EvictionThresholdMet", Message: "Attempting to reclaim memory"}
+	type want struct {
+		object, reason string
+		count          int
+	}
+	for _, tc := range []struct {
+		name   string
+		size   int
+		events []*v1.Event
+		n      int
+		want   []want
+	}{
+		{name: "empty", size: 4, n: 10},
+		{name: "newest first", size: 4, events: []*v1.Event{ev("a", "Pulled"), ev("a", "Created"), node}, n: 10,
+			want: []want{{"Node n1", "EvictionThresholdMet", 1}, {"Pod ns/a", "Created", 1}, {"Pod ns/a", "Pulled", 1}}},
+		{name: "a repeat of the newest folds", size: 4, events: []*v1.Event{ev("a", "BackOff"), ev("a", "BackOff"), ev("a", "BackOff")}, n: 10,
+			want: []want{{"Pod ns/a", "BackOff", 3}}},
+		{name: "a repeat of an older one does not", size: 4, events: []*v1.Event{ev("a", "BackOff"), ev("b", "BackOff"), ev("a", "BackOff")}, n: 10,
+			want: []want{{"Pod ns/a", "BackOff", 1}, {"Pod ns/b", "BackOff", 1}, {"Pod ns/a", "BackOff", 1}}},
+		{name: "bounded: the oldest go", size: 3, events: []*v1.Event{ev("a", "1"), ev("a", "2"), ev("a", "3"), ev("a", "4"), ev("a", "5")}, n: 10,
+			want: []want{{"Pod ns/a", "5", 1}, {"Pod ns/a", "4", 1}, {"Pod ns/a", "3", 1}}},
+		{name: "folding in a full ring", size: 2, events: []*v1.Event{ev("a", "1"), ev("a", "2"), ev("a", "3"), ev("a", "3")}, n: 10,
+			want: []want{{"Pod ns/a", "3", 2}, {"Pod ns/a", "2", 1}}},
+		{name: "n limits", size: 4, events: []*v1.Event{ev("a", "1"), ev("a", "2"), ev("a", "3")}, n: 2,
+			want: []want{{"Pod ns/a", "3", 1}, {"Pod ns/a", "2", 1}}},
+		{name: "nil is ignored", size: 4, events: []*v1.Event{nil, ev("a", "1"), nil}, n: 10,
+			want: []want{{"Pod ns/a", "1", 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewEventLog(tc.size, testclock.NewFakePassiveClock(t0))
+			for _, e := range tc.events {
+				l.Record(e)
+			}
+			got := l.Latest(tc.n)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d events %+v, want %d", len(got), got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if got[i].Object != w.object || got[i].Reason != w.reason || got[i].Count != w.count || !got[i].Time.Equal(t0) {
+					t.Errorf("event %d: %+v, want %+v at %s", i, got[i], w, t0)
+				}
+			}
+		})
 	}
 }

@@ -71,6 +71,10 @@ svg.spark{vertical-align:middle;background:#f0f4f8}svg.spark polyline{fill:none;
 <h2>Latest decisions</h2>
 {{if .Latest}}<table class="journal" id="latest">{{range .Latest}}<tr><td>{{.Ago}}</td><td>{{.Pod}}</td><td>{{.Kind}}</td><td>{{.Text}}</td></tr>
 {{end}}</table>{{else}}<p class="muted">None yet.</p>{{end}}
+<h2>Events</h2>
+{{if .Events}}<table class="journal" id="events"><tr><th>Last seen</th><th>Type</th><th>Object</th><th>Reason</th><th>Message</th><th>Count</th></tr>
+{{range .Events}}<tr><td>{{.Ago}}</td><td class="{{if .Warning}}bad{{else}}ok{{end}}">{{.Type}}</td><td>{{.Object}}</td><td>{{.Reason}}</td><td>{{.Message}}</td><td>{{.Count}}</td></tr>
+{{end}}</table>{{else if .EventsOn}}<p class="muted">None yet.</p>{{else}}<p class="muted">No events (standalone mode: events are recorded for the API server only).</p>{{end}}
 <h2>heartlet</h2>
 <table id="health"><tr><th>Loop</th><th>Found</th></tr>
 {{range .Health}}<tr><td>{{.Name}}</td><td class="{{if .OK}}ok{{else}}bad{{end}}">{{.Value}}</td></tr>

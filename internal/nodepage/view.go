@@ -27,7 +27,15 @@ type view struct {
 	NodeMemory    sparkline
 	Pods          []podView
 	Latest        []latestView
+	EventsOn      bool
+	Events        []eventView
 	Health        []Check
+}
+
+type eventView struct {
+	Ago, Type, Object, Reason, Message string
+	Count                              int
+	Warning                            bool
 }
 
 type condView struct {
@@ -128,6 +136,13 @@ func (p *Page) view() view {
 	sort.SliceStable(idx, func(a, b int) bool { return latestTimes[idx[a]].After(latestTimes[idx[b]]) })
 	for _, i := range idx[:min(len(idx), latestLines)] {
 		v.Latest = append(v.Latest, latest[i])
+	}
+	if p.opts.Events != nil {
+		v.EventsOn = true
+		for _, e := range p.opts.Events(eventLines) {
+			v.Events = append(v.Events, eventView{Ago: journal.Ago(now, e.Time), Type: e.Type, Object: e.Object,
+				Reason: e.Reason, Message: e.Message, Count: e.Count, Warning: e.Type != v1.EventTypeNormal})
+		}
 	}
 	if p.opts.Health != nil {
 		v.Health = p.opts.Health()

@@ -201,3 +201,67 @@ func TestNodePage(t *testing.T) {
 		t.Errorf("GET /node on the kubelet API: %s\n%.500s", resp.Status, body)
 	}
 }
+
+// TestClusterNodePageEvents loads the node page of a cluster-mode heartlet
+// in a real browser: it shows the node's conditions from the Node object
+// and the events heartlet recorded, including a pod's Warning events, as
+// they happen and without a reload.
+func TestClusterNodePageEvents(t *testing.T) {
+	h := startClusterHeartlet(t, clusterOptions{})
+	ctx := browser(t)
+	within := func(timeout time.Duration) context.Context {
+		tctx, cancel := context.WithTimeout(ctx, timeout)
+		t.Cleanup(cancel)
+		return tctx
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/node", h.roPort)
+	if err := chromedp.Do(within(time.Minute), chromedp.Navigate(url), chromedp.WaitVisible(chromedp.ID("conditions"))); err != nil {
+		t.Fatalf("load the node page: %v", err)
+	}
+	// A pod that starts, and one whose container keeps failing.
+	createPod(t, apiPod("npev-ok", nil))
+	createPod(t, apiPod("npev-crash", func(p *v1.Pod) {
+		p.Spec.Containers = []v1.Container{shContainer("crash", "exit 3")}
+	}))
+	waitAPIPodRunning(t, h, "npev-ok")
+	want := []string{
+		"Pod default/npev-ok", "Started", "Started container main",
+		"Pod default/npev-crash", "BackOff", "Back-off restarting failed container crash",
+	}
+	var text string
+	deadline := time.Now().Add(podStartTimeout)
+	for {
+		var err error
+		// The table is there once there are events; read it without waiting.
+		text, err = chromedp.Run(within(time.Minute), chromedp.Evaluate[string](`document.getElementById("events")?.innerText || ""`))
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				missing = w
+				break
+			}
+		}
+		if err == nil && missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			body, _ := chromedp.Run(within(time.Minute), chromedp.Evaluate[string](`document.body.innerText`))
+			t.Fatalf("the page's events lack %q (err %v):\n%s\nthe whole page:\n%s", missing, err, text, body)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("node page, events:\n%s", text)
+	conditions, err := chromedp.Run(within(time.Minute), chromedp.Text(chromedp.ID("conditions")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(conditions, "Ready") || !strings.Contains(conditions, "KubeletReady") {
+		t.Errorf("the page's conditions lack Ready/KubeletReady:\n%s", conditions)
+	}
+	// The Warning is marked as bad.
+	cls, err := chromedp.Run(within(time.Minute), chromedp.Evaluate[string](
+		`[...document.querySelectorAll("#events tr")].filter(r => r.textContent.includes("BackOff"))[0].children[1].className`))
+	if err != nil || cls != "bad" {
+		t.Errorf("the BackOff event's type cell has class %q (err %v), want bad", cls, err)
+	}
+}

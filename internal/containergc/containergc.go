@@ -283,8 +283,14 @@ func (g *GC) collect(ctx context.Context, p Policy) (Result, error) {
 		return Result{}, fmt.Errorf("container garbage collection: %w", err)
 	}
 	ready := g.pods.SourcesReady()
+	seen := map[types.UID]bool{}
 	gone := func(uid types.UID) bool {
-		return ready && !g.pods.Desired(uid) && !g.pods.Known(uid)
+		v, ok := seen[uid]
+		if !ok {
+			v = ready && !g.pods.Desired(uid) && !g.pods.Known(uid)
+			seen[uid] = v
+		}
+		return v
 	}
 	plan := Plan(pods, p, gone, g.opts.Clock.Now())
 	var res Result

@@ -23,7 +23,7 @@ import (
 type NodeReclaimer interface {
 	DeleteUnusedContainers(ctx context.Context) (int, error)
 	DeleteUnusedImages(ctx context.Context) (uint64, error)
-	ImageFsDedicated() bool
+	ImageFsDedicated(ctx context.Context) bool
 }
 
 // reclaimState is what node-level reclaim remembers between passes.
@@ -60,7 +60,7 @@ func (m *Manager) reclaimNodeLevel(ctx context.Context, s Signal) bool {
 	if r == nil {
 		return false
 	}
-	containers, images := Reclaims(s, r.ImageFsDedicated())
+	containers, images := Reclaims(s, r.ImageFsDedicated(ctx))
 	if !containers && !images {
 		return false
 	}

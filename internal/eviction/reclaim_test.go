@@ -43,7 +43,7 @@ func (f *fakeReclaimer) DeleteUnusedImages(context.Context) (uint64, error) {
 	return b, nil
 }
 
-func (f *fakeReclaimer) ImageFsDedicated() bool { return f.dedicated }
+func (f *fakeReclaimer) ImageFsDedicated(context.Context) bool { return f.dedicated }
 
 func (f *fakeReclaimer) called() []string {
 	f.mu.Lock()

@@ -337,17 +337,18 @@ func (g *GC) removeContainers(ctx context.Context, uid types.UID, ids []string) 
 		}
 		n++
 		logger.V(2).Info("Removed dead container", "podUID", uid, "containerID", id)
-		if err := g.removeLogs(logs[id]); err != nil {
+		if err := RemoveLogs(g.opts.LogsDir, logs[id]); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return n, errors.Join(errs...)
 }
 
-// removeLogs removes a container's log file and its rotated files, only
-// when they are below the pod logs directory.
-func (g *GC) removeLogs(path string) error {
-	if path == "" || !within(g.opts.LogsDir, path) {
+// RemoveLogs removes a removed container's log file (path, as the runtime
+// reports it) and its rotated files, only when they are below logsDir
+// (podLogsDir); a path elsewhere is left alone.
+func RemoveLogs(logsDir, path string) error {
+	if path == "" || !within(logsDir, path) {
 		return nil
 	}
 	rotated, err := filepath.Glob(globEscape(path) + ".*")

@@ -416,3 +416,84 @@ func TestContainerGCCrashLoop(t *testing.T) {
 		t.Errorf("logs of the deleted pod left: %v", logs)
 	}
 }
+
+// TestEvictionReclaimsImagesFirst runs heartlet on the small image
+// filesystem with image garbage collection off and an evictionHard
+// imagefs.available threshold a few points above what a ballast file
+// leaves available: the eviction manager first removes the unused image
+// (node-level reclaim), which brings the signal back above the threshold,
+// so the BestEffort pod that would be its victim keeps running and
+// nothing is evicted.
+func TestEvictionReclaimsImagesFirst(t *testing.T) {
+	c := startSmallContainerd(t, 256<<20)
+	const freeImage = "localhost:5000/gc-free:1"
+	c.importImage(t, freeImage, 24)
+
+	h := newHeartlet(t, "imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n")
+	t.Cleanup(h.cleanup)
+	h.startOn(c)
+	h.writeManifest(t, "reclaim-victim.yaml", manifest(t, "reclaim-victim", func(p *v1.Pod) {
+		p.Spec.Containers = []v1.Container{shContainer("sleep", sleeper)}
+	}))
+	t.Cleanup(func() {
+		h.removeManifest(t, "reclaim-victim.yaml")
+		if !h.running() {
+			return
+		}
+		waitFor(t, podRemoveTimeout, "the pod removed", func() (bool, string) {
+			ctx, cancel := ctx30()
+			defer cancel()
+			sbs, err := c.rs.ListPodSandbox(ctx, nil)
+			return err == nil && len(sbs) == 0, fmt.Sprintf("%d sandboxes, %v", len(sbs), err)
+		})
+	})
+	h.waitRunning(t, "reclaim-victim")
+	h.stop()
+
+	capacity, used := c.usage(t)
+	// Leave 40% available; the threshold is at 43%, the unused image is
+	// about 10% of the filesystem.
+	target := capacity * 60 / 100
+	if used >= target {
+		t.Fatalf("the image filesystem is already %d%% used", used*100/capacity)
+	}
+	ballast := filepath.Join(c.root, "ballast")
+	run(t, "dd", "if=/dev/zero", "of="+ballast, "bs=1M", fmt.Sprintf("count=%d", (target-used)>>20), "conv=fsync", "status=none")
+	config, err := os.ReadFile(h.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config = append(config, []byte("evictionHard:\n  imagefs.available: \"43%\"\nevictionPressureTransitionPeriod: 10s\n")...)
+	if err := os.WriteFile(h.configPath, config, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, used = c.usage(t)
+	t.Logf("image filesystem: %d MiB, %.1f%% available; evictionHard imagefs.available<43%%", capacity>>20, 100-float64(used)*100/float64(capacity))
+	h.startOn(c)
+	waitFor(t, 90*time.Second, "node-level reclaim to remove "+freeImage, func() (bool, string) {
+		now := c.images(t)
+		return !slices.Contains(now, freeImage), fmt.Sprint(now)
+	})
+	if _, used := c.usage(t); (capacity-used)*100 < capacity*43 {
+		t.Fatalf("available after reclaim %.1f%%, still below the threshold", 100-float64(used)*100/float64(capacity))
+	}
+	// Two more passes on fresh stats: nobody is evicted.
+	time.Sleep(25 * time.Second)
+	p := h.waitRunning(t, "reclaim-victim")
+	if p.Status.Reason == "Evicted" || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("pod touched by the eviction manager: %s", describeStatus(p))
+	}
+	mfs := families(t, scrape(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", h.roPort)))
+	if v, ok := sample(mfs, "kubelet_evictions", "eviction_signal", "imagefs.available"); ok && v != 0 {
+		t.Errorf("kubelet_evictions{eviction_signal=imagefs.available} = %v, want none", v)
+	}
+	if !h.logContains("node-level reclaim freed disk") {
+		t.Error("heartlet's log does not mention the node-level reclaim")
+	}
+	if !slices.Contains(c.images(t), busyboxImage) {
+		t.Errorf("images after reclaim = %v; the running pod's image was removed", c.images(t))
+	}
+	if err := os.Remove(ballast); err != nil {
+		t.Error(err)
+	}
+}

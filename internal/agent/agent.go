@@ -129,6 +129,7 @@ type components struct {
 	dispatcher *podlifecycle.Dispatcher
 	housekeep  *podlifecycle.Housekeeper
 	eviction   *eviction.Manager
+	gc         *garbageCollectors
 
 	// Shared between the build steps.
 	statuses    *status.Manager
@@ -266,6 +267,7 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 	if err := a.buildServers(c, conn); err != nil {
 		return nil, err
 	}
+	c.gc = a.newGarbageCollectors(c, conn.rt)
 	if c.eviction, err = a.newEviction(ctx, c); err != nil {
 		return nil, err
 	}
@@ -438,7 +440,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		RootDir:            a.opts.RootDir,
 		Probes:             c.probes,
 		Started:            c.rotation,
-		Images:             newImageManager(a.opts, rt, getter, rec, c.startup, c.journal, a.clock),
+		Images:             newImageManager(a.opts, rt, getter, rec, c.startup, c.journal, c.gc.images, a.clock),
 		CheckDisk:          diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
 		ServiceEnv:         buildServiceEnv(c, cl),
 		RuntimeClasses:     runtimeClasses(cl),
@@ -585,6 +587,7 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { return relay(ctx, c.pleg, c.workers) })
 	g.Go(func() error { return c.housekeep.Run(ctx) })
 	g.Go(func() error { return c.eviction.Run(ctx) })
+	g.Go(func() error { return c.gc.Run(ctx) })
 	klog.FromContext(ctx).Info("Started heartlet", "node", c.nodeName, "staticPodPath", c.cfg.StaticPodPath)
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {

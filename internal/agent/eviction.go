@@ -53,6 +53,7 @@ func (a *Agent) newEviction(ctx context.Context, c *components) (*eviction.Manag
 		Pods:              deps,
 		Workers:           deps,
 		Statuses:          c.statuses,
+		Reclaimer:         c.gc,
 		Recorder:          deps,
 		// As upstream, the node's events name its UID as its name.
 		Node:  &v1.ObjectReference{Kind: "Node", Name: a.opts.NodeName, UID: types.UID(a.opts.NodeName)},

@@ -11,8 +11,9 @@ import (
 // newImageManager builds the image manager of the pod syncer: the node's
 // pull limits from the configuration, events, pull timings, and the
 // credentials of pulls (pods' imagePullSecrets read through secrets, nil
-// in standalone mode, then the credential provider plugins).
-func newImageManager(opts *config.Options, is images.ImageService, secrets images.SecretGetter, rec podsync.Recorder, pulls images.PullRecorder, j images.Journal, clk clock.Clock) *images.Manager {
+// in standalone mode, then the credential provider plugins); image
+// garbage collection is told the images it returns.
+func newImageManager(opts *config.Options, is images.ImageService, secrets images.SecretGetter, rec podsync.Recorder, pulls images.PullRecorder, j images.Journal, gc *images.GC, clk clock.Clock) *images.Manager {
 	cfg := opts.Config
 	var providers images.ProviderCredentials
 	if opts.CredentialProviders != nil {
@@ -29,6 +30,7 @@ func newImageManager(opts *config.Options, is images.ImageService, secrets image
 		Recorder: rec,
 		Pulls:    pulls,
 		Journal:  j,
+		Ensured:  gc,
 		Credentials: &images.PodCredentials{
 			Secrets:   secrets,
 			Providers: providers,

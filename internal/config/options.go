@@ -415,6 +415,12 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	cfg("register-node", "registerNode")
 	fs.DurationVar(&kc.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", kc.NodeStatusUpdateFrequency.Duration, "How often node status is computed and posted on change (nodeStatusUpdateFrequency).")
 	cfg("node-status-update-frequency", "nodeStatusUpdateFrequency")
+	fs.Int32Var(kc.ImageGCHighThresholdPercent, "image-gc-high-threshold", *kc.ImageGCHighThresholdPercent, "Image filesystem usage in percent at which image garbage collection runs (imageGCHighThresholdPercent).")
+	cfg("image-gc-high-threshold", "imageGCHighThresholdPercent")
+	fs.Int32Var(kc.ImageGCLowThresholdPercent, "image-gc-low-threshold", *kc.ImageGCLowThresholdPercent, "Image filesystem usage in percent image garbage collection brings the disk down to (imageGCLowThresholdPercent).")
+	cfg("image-gc-low-threshold", "imageGCLowThresholdPercent")
+	fs.DurationVar(&kc.ImageMinimumGCAge.Duration, "minimum-image-ttl-duration", kc.ImageMinimumGCAge.Duration, "Least age of an unused image before image garbage collection may remove it (imageMinimumGCAge).")
+	cfg("minimum-image-ttl-duration", "imageMinimumGCAge")
 	fs.StringSliceVar(&kc.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", kc.AllowedUnsafeSysctls, "Comma-separated unsafe sysctls or patterns (ending in *) pods may set (allowedUnsafeSysctls).")
 	cfg("allowed-unsafe-sysctls", "allowedUnsafeSysctls")
 	return fs, paths

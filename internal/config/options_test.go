@@ -92,6 +92,18 @@ evictionHard:
 			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) { return kc.CgroupDriver, "cgroupfs" }},
 		{"healthz port flag", []string{"--healthz-port=0"},
 			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) { return *kc.HealthzPort, int32(0) }},
+		{"image GC high threshold flag", []string{"--config", "conf/kubelet.yaml", "--image-gc-high-threshold=90"},
+			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
+				return *kc.ImageGCHighThresholdPercent, int32(90)
+			}},
+		{"image GC low threshold flag", []string{"--image-gc-low-threshold=70"},
+			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
+				return *kc.ImageGCLowThresholdPercent, int32(70)
+			}},
+		{"minimum image TTL flag", []string{"--minimum-image-ttl-duration=10m"},
+			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
+				return kc.ImageMinimumGCAge.Duration, 10 * time.Minute
+			}},
 		{"underscores normalize to dashes", []string{"--max_pods=9"},
 			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) { return kc.MaxPods, int32(9) }},
 		{"verbosity short flag", []string{"-v", "3"},

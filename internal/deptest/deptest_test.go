@@ -45,6 +45,10 @@ var deciders = map[string]struct {
 		forbidden: []string{"internal/podsync", "internal/podlifecycle", "internal/volume", "internal/cgroups", "internal/runtime"},
 		reason:    "the resource handlers run through interfaces the package declares, not on the packages that hold the resources or use them",
 	},
+	"internal/containergc": {
+		forbidden: []string{"internal/podsync", "internal/podlifecycle", "internal/podworker", "internal/podconfig", "internal/eviction"},
+		reason:    "container garbage collection decides on the interfaces of its types.go, not on the packages that hold the pods",
+	},
 	"internal/eviction": {
 		forbidden: []string{"internal/podsync", "internal/stats", "internal/status", "internal/runtime", "internal/nodestatus", "internal/podlifecycle"},
 		reason:    "eviction decides on interfaces, not on the packages that measure, report or act",

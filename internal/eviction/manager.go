@@ -85,6 +85,9 @@ type Options struct {
 	// where a memory.available threshold would be crossed, and a pass
 	// runs as soon as it fires (kernelMemcgNotification). Run closes it.
 	MemoryNotifier MemoryNotifier
+	// Reclaimer, when set, frees disk (dead containers, unused images)
+	// before a pod is evicted for a disk signal (reclaim.go).
+	Reclaimer NodeReclaimer
 }
 
 // Manager is the eviction manager. Its pressure conditions and Admit are
@@ -99,6 +102,7 @@ type Manager struct {
 	victimUntil   time.Time
 	settleUntil   time.Time         // no eviction before, after the victim's clean-up
 	last          *statsapi.Summary // of the last pass
+	reclaim       reclaimState
 
 	mu         sync.Mutex
 	conditions map[v1.NodeConditionType]time.Time // last observed, within the transition period
@@ -222,6 +226,9 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 		"threshold", t.Value.String(), "available", o.Available.String(), "hard", t.Hard)
 	if m.opts.Recorder != nil && m.opts.Node != nil {
 		m.opts.Recorder.Eventf(m.opts.Node, v1.EventTypeWarning, ReasonThresholdMet, "Attempting to reclaim %s", ResourceOf(t.Signal))
+	}
+	if m.reclaimNodeLevel(ctx, t.Signal) {
+		return nil
 	}
 	stats := PodStatsOf(summary)
 	for _, pod := range Rank(t.Signal, m.candidates(), stats) {

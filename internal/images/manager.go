@@ -93,6 +93,10 @@ type ManagerOptions struct {
 	// Journal records pulls, their failures and backoffs; nil records
 	// none.
 	Journal Journal
+	// Ensured is told every image reference EnsureImage returns, so that
+	// image garbage collection keeps it for the container about to use
+	// it (GC.Ensured); nil tells no one.
+	Ensured interface{ Ensured(ref string) }
 }
 
 // Manager makes a container's image present as its pull policy asks,
@@ -194,6 +198,7 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 			return "", failure(ErrImagePull, err, "image status of %s: %v", c.Image, err)
 		}
 		if ref != "" {
+			m.ensured(ref)
 			return ref, nil
 		}
 		if policy == v1.PullNever {
@@ -247,7 +252,15 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	m.event(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
 		c.Image, pulling.Truncate(time.Millisecond), took.Truncate(time.Millisecond), size)
 	m.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Message: fmt.Sprintf("pulled %q (%d bytes, %s including waiting)", c.Image, size, took.Truncate(time.Millisecond)), Duration: pulling})
+	m.ensured(ref)
 	return ref, nil
+}
+
+// ensured tells image garbage collection that ref is about to be used.
+func (m *Manager) ensured(ref string) {
+	if m.opts.Ensured != nil {
+		m.opts.Ensured.Ensured(ref)
+	}
 }
 
 // pull pulls image (as the pod spells it) through the node's limits, with

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/containergc"
 	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/metrics"
@@ -406,6 +407,8 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	for _, id := range acts.removeContainers {
 		if err := s.rt.RemoveContainer(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			logger.Error(err, "Failed to remove dead container", "containerID", id)
+		} else if err := containergc.RemoveLogs(s.opts.PodLogsDir, logPathOf(rs, id)); err != nil {
+			logger.Error(err, "Failed to remove the log of a dead container", "containerID", id)
 		}
 	}
 	for _, id := range acts.removeSandboxes {
@@ -622,6 +625,16 @@ func (s *Syncer) RemovePod(ctx context.Context, uid types.UID) error {
 		return fmt.Errorf("clean up pod resources: %w", err)
 	}
 	return nil
+}
+
+// logPathOf is the log path of container id in rs, "" when unknown.
+func logPathOf(rs *runtime.PodStatus, id string) string {
+	for _, c := range rs.Containers {
+		if c.ID == id {
+			return c.LogPath
+		}
+	}
+	return ""
 }
 
 // forgetPod drops the crash-loop backoffs, and what the image manager

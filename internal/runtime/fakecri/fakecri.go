@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -75,6 +76,8 @@ type Image struct {
 	// (SetImageUser); both unset means root.
 	UID      *int64
 	Username string
+	// Pinned is the runtime's pinned flag (SetImagePinned).
+	Pinned bool
 }
 
 // Option configures a Server.
@@ -116,6 +119,8 @@ type Server struct {
 	sandboxPids map[string]int            // by sandbox ID (SetSandboxPid)
 
 	pullHook func(ctx context.Context, image string) error // SetPullHook
+
+	statusInfo map[string]string // SetStatusInfo
 }
 
 type sandbox struct {
@@ -523,7 +528,7 @@ func (r *runtimeServer) Version(_ context.Context, _ *runtimeapi.VersionRequest)
 	}, nil
 }
 
-func (r *runtimeServer) Status(_ context.Context, _ *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+func (r *runtimeServer) Status(_ context.Context, req *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
 	s := r.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -537,10 +542,14 @@ func (r *runtimeServer) Status(_ context.Context, _ *runtimeapi.StatusRequest) (
 		}
 		return c
 	}
-	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		cond(runtimeapi.RuntimeReady, s.runtimeReady),
 		cond(runtimeapi.NetworkReady, s.networkReady),
-	}}}, nil
+	}}}
+	if req.GetVerbose() {
+		resp.Info = maps.Clone(s.statusInfo)
+	}
+	return resp, nil
 }
 
 func (r *runtimeServer) RunPodSandbox(_ context.Context, req *runtimeapi.RunPodSandboxRequest) (*runtimeapi.RunPodSandboxResponse, error) {
@@ -880,6 +889,7 @@ func (im *image) toCRI() *runtimeapi.Image {
 		Size:        im.Size,
 		Uid:         imageUID(im.UID),
 		Username:    im.Username,
+		Pinned:      im.Pinned,
 	}
 }
 

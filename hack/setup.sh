@@ -36,6 +36,9 @@ if [[ $mode == test ]]; then
 	packages+=(systemd)
 	# The headless browser of the node page's test (TestNodePage).
 	packages+=(chromium)
+	# mkfs.ext4 and losetup, for the small image filesystems of the GC and
+	# eviction tests.
+	packages+=(e2fsprogs mount)
 fi
 
 missing=()

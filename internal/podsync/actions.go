@@ -101,19 +101,6 @@ func backoffKey(pod *v1.Pod, name string, hash uint64) string {
 	return fmt.Sprintf("%s_%s_%s_%s_%x", pod.Namespace, pod.Name, pod.UID, name, hash)
 }
 
-// restartsOnExit tells whether the restart policy runs a container again
-// after it exited with exitCode.
-func restartsOnExit(policy v1.RestartPolicy, exitCode int32) bool {
-	switch policy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return exitCode != 0
-	default:
-		return true
-	}
-}
-
 // computeActions compares pod with the runtime's view rs and decides what
 // to do. hashOf is the container hash function; bo the crash-loop backoff;
 // probes (may be nil) tells whether a sidecar with a startup probe has
@@ -256,7 +243,7 @@ func (a *podActions) computeInit(pod *v1.Pod, rs *runtime.PodStatus, current map
 		case st.State == runtime.ContainerExited && st.ExitCode == 0:
 			continue
 		case st.State == runtime.ContainerExited:
-			if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+			if !podspec.RestartsOnExit(c, &pod.Spec, st.ExitCode) {
 				a.terminal = true
 				return false
 			}
@@ -323,7 +310,7 @@ func (a *podActions) computeApp(pod *v1.Pod, rs *runtime.PodStatus, current map[
 				a.start = append(a.start, startAction{container: c, restartCount: st.RestartCount + 1})
 			}
 		case runtime.ContainerExited:
-			if !restartsOnExit(pod.Spec.RestartPolicy, st.ExitCode) {
+			if !podspec.RestartsOnExit(c, &pod.Spec, st.ExitCode) {
 				finished++
 				continue
 			}
@@ -334,7 +321,9 @@ func (a *podActions) computeApp(pod *v1.Pod, rs *runtime.PodStatus, current map[
 			a.restart(pod, c, false, st, bo)
 		}
 	}
-	if pod.Spec.RestartPolicy != v1.RestartPolicyAlways && finished == len(pod.Spec.Containers) {
+	// Every app container exited for good (each by its own rules, its own
+	// policy or the pod's): nothing runs again.
+	if finished == len(pod.Spec.Containers) {
 		a.terminal = true
 	}
 }

@@ -125,19 +125,36 @@ func computeActions(pod *v1.Pod, rs *runtime.PodStatus, hashOf func(*v1.Containe
 			a.terminal = true
 			return a
 		}
+		// App containers that run once (OnFailure, theirs or the pod's)
+		// and already succeeded are not run again, as upstream; when that
+		// leaves none of an initialized pod, it is finished.
+		var apps []*v1.Container
+		initialized := false
+		for i := range pod.Spec.Containers {
+			c := &pod.Spec.Containers[i]
+			last := rs.FindContainer(c.Name)
+			initialized = initialized || last != nil
+			if runsOnce(c, &pod.Spec) && last != nil && last.State == runtime.ContainerExited && last.ExitCode == 0 {
+				continue
+			}
+			apps = append(apps, c)
+		}
+		if len(apps) == 0 && initialized {
+			a.terminal = true
+			return a
+		}
 		a.createSandbox = true
 		if sandbox != nil {
 			a.sandboxAttempt = sandbox.Attempt + 1
 		}
 		// Everything starts again in the new sandbox: the first init
-		// container, or every app container when there is none.
+		// container, or the app containers when there is none.
 		if len(pod.Spec.InitContainers) > 0 {
 			c := &pod.Spec.InitContainers[0]
 			a.start = append(a.start, startAction{container: c, init: true, restartCount: nextRestartCount(rs, c.Name)})
 			markPodInitializing(pod, a.waiting)
 		} else {
-			for i := range pod.Spec.Containers {
-				c := &pod.Spec.Containers[i]
+			for _, c := range apps {
 				a.start = append(a.start, startAction{container: c, restartCount: nextRestartCount(rs, c.Name)})
 			}
 		}
@@ -296,6 +313,13 @@ func (a *podActions) computeApp(pod *v1.Pod, rs *runtime.PodStatus, current map[
 		c := &pod.Spec.Containers[i]
 		st := current[c.Name]
 		if st == nil {
+			// One that exited for good in an earlier sandbox stays done,
+			// as upstream judges a container by its newest record.
+			if last := rs.FindContainer(c.Name); last != nil && last.State == runtime.ContainerExited &&
+				!podspec.RestartsOnExit(c, &pod.Spec, last.ExitCode) {
+				finished++
+				continue
+			}
 			a.start = append(a.start, startAction{container: c, restartCount: nextRestartCount(rs, c.Name)})
 			continue
 		}
@@ -358,6 +382,15 @@ func markPodInitializing(pod *v1.Pod, w map[string]waiting) {
 
 // nextRestartCount is the restart count of the next attempt of name: one
 // more than the newest attempt anywhere in the pod, or 0 for the first.
+// runsOnce reports whether a container is done once it succeeded: its own
+// restartPolicy is OnFailure, or it has none and the pod's is.
+func runsOnce(c *v1.Container, spec *v1.PodSpec) bool {
+	if c.RestartPolicy != nil {
+		return *c.RestartPolicy == v1.ContainerRestartPolicyOnFailure
+	}
+	return spec.RestartPolicy == v1.RestartPolicyOnFailure
+}
+
 func nextRestartCount(rs *runtime.PodStatus, name string) int {
 	if st := rs.FindContainer(name); st != nil {
 		return st.RestartCount + 1

@@ -122,3 +122,84 @@ func TestComputeActionsRestartRules(t *testing.T) {
 		})
 	}
 }
+
+// TestComputeActionsNewSandboxRunOnce: when the sandbox is replaced, app
+// containers that run once (OnFailure, their own or the pod's) and already
+// succeeded are not run again, and a pod with none left is finished
+// (upstream computePodActions, containerSucceeded).
+func TestComputeActionsNewSandboxRunOnce(t *testing.T) {
+	dead := &runtime.SandboxStatus{ID: "sb1", State: runtime.SandboxNotReady, IPs: []string{"10.0.0.2"}, Attempt: 0}
+	tests := []struct {
+		name         string
+		pod          *v1.Pod
+		containers   []*runtime.ContainerStatus
+		wantSandbox  bool
+		wantStart    []string
+		wantTerminal bool
+	}{
+		{
+			name:        "OnFailure pod: the succeeded container is not run again",
+			pod:         testPod(v1.RestartPolicyOnFailure, nil, "done", "web"),
+			containers:  []*runtime.ContainerStatus{ctr("c1", "done", runtime.ContainerExited, 0, 0), ctr("c2", "web", runtime.ContainerExited, 137, 0)},
+			wantSandbox: true, wantStart: []string{"web"},
+		},
+		{
+			name:        "container OnFailure in an Always pod: the succeeded one is not run again",
+			pod:         withPolicy(testPod(v1.RestartPolicyAlways, nil, "done", "web"), "done", v1.ContainerRestartPolicyOnFailure),
+			containers:  []*runtime.ContainerStatus{ctr("c1", "done", runtime.ContainerExited, 0, 0), ctr("c2", "web", runtime.ContainerExited, 0, 0)},
+			wantSandbox: true, wantStart: []string{"web"},
+		},
+		{
+			name:         "every container ran once and succeeded: finished, no sandbox",
+			pod:          testPod(v1.RestartPolicyOnFailure, nil, "a"),
+			containers:   []*runtime.ContainerStatus{ctr("c1", "a", runtime.ContainerExited, 0, 0)},
+			wantTerminal: true,
+		},
+		{
+			name:        "container Always in an OnFailure pod runs again after success",
+			pod:         withPolicy(testPod(v1.RestartPolicyOnFailure, nil, "a"), "a", v1.ContainerRestartPolicyAlways),
+			containers:  []*runtime.ContainerStatus{ctr("c1", "a", runtime.ContainerExited, 0, 0)},
+			wantSandbox: true, wantStart: []string{"a"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := &runtime.PodStatus{UID: tt.pod.UID, Sandboxes: []*runtime.SandboxStatus{dead}, Containers: tt.containers}
+			a := computeActions(tt.pod, rs, fixedHash, holdAll{}, nil)
+			if a.createSandbox != tt.wantSandbox {
+				t.Errorf("createSandbox = %v, want %v", a.createSandbox, tt.wantSandbox)
+			}
+			if got := started(a); !slices.Equal(got, tt.wantStart) {
+				t.Errorf("start = %v, want %v", got, tt.wantStart)
+			}
+			if a.terminal != tt.wantTerminal {
+				t.Errorf("terminal = %v, want %v", a.terminal, tt.wantTerminal)
+			}
+		})
+	}
+}
+
+// TestComputeActionsEarlierSandboxRecord: after init in a new sandbox, an
+// app container that exited for good in the earlier sandbox is not run
+// again; one its rules restart is.
+func TestComputeActionsEarlierSandboxRecord(t *testing.T) {
+	pod := withPolicy(withPolicy(testPod(v1.RestartPolicyAlways, []string{"i"}, "once", "web"), "once", v1.ContainerRestartPolicyNever), "web", v1.ContainerRestartPolicyNever,
+		rule(v1.ContainerRestartRuleOnExitCodesOpIn, 42))
+	sb2 := &runtime.SandboxStatus{ID: "sb2", State: runtime.SandboxReady, IPs: []string{"10.0.0.3"}, Attempt: 1}
+	old := func(id, name string, code int32) *runtime.ContainerStatus {
+		c := ctr(id, name, runtime.ContainerExited, code, 0)
+		c.SandboxID = "sb1"
+		return c
+	}
+	initDone := ctr("c3", "i", runtime.ContainerExited, 0, 1)
+	initDone.SandboxID = "sb2"
+	rs := &runtime.PodStatus{UID: pod.UID, Sandboxes: []*runtime.SandboxStatus{sb2, readySandbox()},
+		Containers: []*runtime.ContainerStatus{initDone, old("c1", "once", 1), old("c2", "web", 42)}}
+	a := computeActions(pod, rs, fixedHash, holdAll{}, nil)
+	if got := started(a); !slices.Equal(got, []string{"web"}) {
+		t.Errorf("start = %v, want [web]", got)
+	}
+	if a.terminal {
+		t.Error("terminal, want the pod running on")
+	}
+}

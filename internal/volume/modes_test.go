@@ -94,7 +94,7 @@ func TestContentModesAndOwners(t *testing.T) {
 			vol: projected(nil, token)},
 		{name: "projected configMap next to the token keeps root", plugin: PluginProjected, file: "key", runAsUser: ptr(int64(1000)),
 			wantMode: 0o644,
-			vol: projected(nil, token, v1.VolumeProjection{ConfigMap: &v1.ConfigMapProjection{LocalObjectReference: cm}})},
+			vol:      projected(nil, token, v1.VolumeProjection{ConfigMap: &v1.ConfigMapProjection{LocalObjectReference: cm}})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -229,11 +229,18 @@ func TestCheck(t *testing.T) {
 		}, refusals: []string{"spec.containers[app].env[Y].valueFrom.fileKeyRef"}},
 		{name: "init container restartPolicy Never", change: func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "init", RestartPolicy: ptr.To(v1.ContainerRestartPolicyNever)}}
-		}, warnings: []string{"spec.initContainers[init].restartPolicy"}},
+		}},
 		{name: "app container restart rules", change: func(p *v1.Pod) {
 			p.Spec.Containers[0].RestartPolicy = ptr.To(v1.ContainerRestartPolicyNever)
 			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}
-		}, warnings: []string{"spec.containers[app].restartPolicy", "spec.containers[app].restartPolicyRules"}},
+		}},
+		{name: "restart rule RestartAllContainers", change: func(p *v1.Pod) {
+			p.Spec.Containers[0].RestartPolicy = ptr.To(v1.ContainerRestartPolicyNever)
+			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{
+				{Action: v1.ContainerRestartRuleActionRestart},
+				{Action: v1.ContainerRestartRuleActionRestartAllContainers},
+			}
+		}, refusals: []string{"spec.containers[app].restartPolicyRules[1].action"}},
 		{name: "resizePolicy RestartContainer", change: func(p *v1.Pod) {
 			p.Spec.Containers[0].ResizePolicy[1].RestartPolicy = v1.RestartContainer
 		}, warnings: []string{"spec.containers[app].resizePolicy"}},

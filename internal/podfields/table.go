@@ -122,13 +122,16 @@ const (
 // at prefix.
 func container(prefix string, kind containerKind) []Field {
 	p := prefix + "."
-	restart := Field{Path: p + "restartPolicy", Support: NotYet,
-		Note: "Always (a sidecar) is honoured; another policy of an init container's own is not applied yet: the pod's applies",
-		Used: func(v reflect.Value, _ Features) bool {
-			return v.Elem().String() != string(v1.ContainerRestartPolicyAlways)
-		}}
-	if kind != initContainer {
-		restart = Field{Path: p + "restartPolicy", Support: NotYet, Note: "a container's own restart policy is not applied yet; the pod's applies"}
+	restart := Field{Path: p + "restartPolicy", Support: Honoured,
+		Note: "overrides the pod's restartPolicy for this container; Always on an init container makes it a sidecar"}
+	rules := Field{Path: p + "restartPolicyRules", Support: Honoured,
+		Note: "Restart on exit codes (In, NotIn), before the container's own restartPolicy"}
+	if kind == appContainer {
+		restart.Note = "overrides the pod's restartPolicy for this container"
+	}
+	if kind == ephemeralContainer {
+		restart = Field{Path: p + "restartPolicy", Support: Honoured, Note: validation + ": an ephemeral container is never restarted"}
+		rules = Field{Path: p + "restartPolicyRules", Support: Honoured, Note: validation + ": an ephemeral container is never restarted"}
 	}
 	fs := []Field{
 		{Path: p + "name", Support: Honoured},
@@ -151,7 +154,12 @@ func container(prefix string, kind containerKind) []Field {
 				return false
 			}},
 		restart,
-		{Path: p + "restartPolicyRules", Support: NotYet, Note: "restart rules on exit codes are not applied yet; the restart policy applies"},
+		rules,
+		{Path: p + "restartPolicyRules[].action", Support: Refused,
+			Note: "RestartAllContainers is not supported: the pod's other containers would not be restarted",
+			Used: func(v reflect.Value, _ Features) bool {
+				return v.String() == string(v1.ContainerRestartRuleActionRestartAllContainers)
+			}},
 		{Path: p + "volumeMounts", Support: Honoured, Note: "with subPath and subPathExpr opened safely"},
 		{Path: p + "volumeMounts[].recursiveReadOnly", Support: Refused,
 			Note: "Enabled needs a runtime that reports recursive read-only mounts; without it the mounts below the volume would stay writable",

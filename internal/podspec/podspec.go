@@ -1,7 +1,8 @@
 // Package podspec is the one home of the facts about a pod's spec and
 // status that several domains ask about: whether an init container is a
-// sidecar and whether a pod's phase is final. It depends on the API types
-// only, so every domain package may import it.
+// sidecar, whether a pod's phase is final and whether an exited container
+// runs again. It depends on the API types only, so every domain package
+// may import it.
 package podspec
 
 import v1 "k8s.io/api/core/v1"

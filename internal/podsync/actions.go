@@ -101,19 +101,6 @@ func backoffKey(pod *v1.Pod, name string, hash uint64) string {
 	return fmt.Sprintf("%s_%s_%s_%s_%x", pod.Namespace, pod.Name, pod.UID, name, hash)
 }
 
-// restartsOnExit tells whether the restart policy runs a container again
-// after it exited with exitCode.
-func restartsOnExit(policy v1.RestartPolicy, exitCode int32) bool {
-	switch policy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return exitCode != 0
-	default:
-		return true
-	}
-}
-
 // computeActions compares pod with the runtime's view rs and decides what
 // to do. hashOf is the container hash function; bo the crash-loop backoff;
 // probes (may be nil) tells whether a sidecar with a startup probe has
@@ -138,19 +125,36 @@ func computeActions(pod *v1.Pod, rs *runtime.PodStatus, hashOf func(*v1.Containe
 			a.terminal = true
 			return a
 		}
+		// App containers that run once (OnFailure, theirs or the pod's)
+		// and already succeeded are not run again, as upstream; when that
+		// leaves none of an initialized pod, it is finished.
+		var apps []*v1.Container
+		initialized := false
+		for i := range pod.Spec.Containers {
+			c := &pod.Spec.Containers[i]
+			last := rs.FindContainer(c.Name)
+			initialized = initialized || last != nil
+			if runsOnce(c, &pod.Spec) && last != nil && last.State == runtime.ContainerExited && last.ExitCode == 0 {
+				continue
+			}
+			apps = append(apps, c)
+		}
+		if len(apps) == 0 && initialized {
+			a.terminal = true
+			return a
+		}
 		a.createSandbox = true
 		if sandbox != nil {
 			a.sandboxAttempt = sandbox.Attempt + 1
 		}
 		// Everything starts again in the new sandbox: the first init
-		// container, or every app container when there is none.
+		// container, or the app containers when there is none.
 		if len(pod.Spec.InitContainers) > 0 {
 			c := &pod.Spec.InitContainers[0]
 			a.start = append(a.start, startAction{container: c, init: true, restartCount: nextRestartCount(rs, c.Name)})
 			markPodInitializing(pod, a.waiting)
 		} else {
-			for i := range pod.Spec.Containers {
-				c := &pod.Spec.Containers[i]
+			for _, c := range apps {
 				a.start = append(a.start, startAction{container: c, restartCount: nextRestartCount(rs, c.Name)})
 			}
 		}
@@ -256,7 +260,7 @@ func (a *podActions) computeInit(pod *v1.Pod, rs *runtime.PodStatus, current map
 		case st.State == runtime.ContainerExited && st.ExitCode == 0:
 			continue
 		case st.State == runtime.ContainerExited:
-			if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+			if !podspec.RestartsOnExit(c, &pod.Spec, st.ExitCode) {
 				a.terminal = true
 				return false
 			}
@@ -309,6 +313,13 @@ func (a *podActions) computeApp(pod *v1.Pod, rs *runtime.PodStatus, current map[
 		c := &pod.Spec.Containers[i]
 		st := current[c.Name]
 		if st == nil {
+			// One that exited for good in an earlier sandbox stays done,
+			// as upstream judges a container by its newest record.
+			if last := rs.FindContainer(c.Name); last != nil && last.State == runtime.ContainerExited &&
+				!podspec.RestartsOnExit(c, &pod.Spec, last.ExitCode) {
+				finished++
+				continue
+			}
 			a.start = append(a.start, startAction{container: c, restartCount: nextRestartCount(rs, c.Name)})
 			continue
 		}
@@ -323,7 +334,7 @@ func (a *podActions) computeApp(pod *v1.Pod, rs *runtime.PodStatus, current map[
 				a.start = append(a.start, startAction{container: c, restartCount: st.RestartCount + 1})
 			}
 		case runtime.ContainerExited:
-			if !restartsOnExit(pod.Spec.RestartPolicy, st.ExitCode) {
+			if !podspec.RestartsOnExit(c, &pod.Spec, st.ExitCode) {
 				finished++
 				continue
 			}
@@ -334,7 +345,9 @@ func (a *podActions) computeApp(pod *v1.Pod, rs *runtime.PodStatus, current map[
 			a.restart(pod, c, false, st, bo)
 		}
 	}
-	if pod.Spec.RestartPolicy != v1.RestartPolicyAlways && finished == len(pod.Spec.Containers) {
+	// Every app container exited for good (each by its own rules, its own
+	// policy or the pod's): nothing runs again.
+	if finished == len(pod.Spec.Containers) {
 		a.terminal = true
 	}
 }
@@ -369,6 +382,15 @@ func markPodInitializing(pod *v1.Pod, w map[string]waiting) {
 
 // nextRestartCount is the restart count of the next attempt of name: one
 // more than the newest attempt anywhere in the pod, or 0 for the first.
+// runsOnce reports whether a container is done once it succeeded: its own
+// restartPolicy is OnFailure, or it has none and the pod's is.
+func runsOnce(c *v1.Container, spec *v1.PodSpec) bool {
+	if c.RestartPolicy != nil {
+		return *c.RestartPolicy == v1.ContainerRestartPolicyOnFailure
+	}
+	return spec.RestartPolicy == v1.RestartPolicyOnFailure
+}
+
 func nextRestartCount(rs *runtime.PodStatus, name string) int {
 	if st := rs.FindContainer(name); st != nil {
 		return st.RestartCount + 1

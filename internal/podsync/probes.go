@@ -55,7 +55,7 @@ func addProbeKills(pod *v1.Pod, rs *runtime.PodStatus, a *podActions, probes Pro
 			continue
 		}
 		sidecar := podspec.IsSidecar(c)
-		restart := sidecar || pod.Spec.RestartPolicy != v1.RestartPolicyNever
+		restart := sidecar || podspec.RestartsWithoutExitCode(c, &pod.Spec)
 		if restart {
 			msg += ", will be restarted"
 		}

@@ -83,6 +83,25 @@ func TestAddProbeKills(t *testing.T) {
 			wantGrace: ptrDuration(5 * time.Second),
 		},
 		{
+			// A container's own restartPolicy decides after a probe kill;
+			// its rules do not (no exit code), as upstream.
+			name: "container restartPolicy Never in an Always pod: killed, not restarted",
+			pod: withPolicy(withProbes(testPod(v1.RestartPolicyAlways, nil, "app")), "app", v1.ContainerRestartPolicyNever,
+				rule(v1.ContainerRestartRuleOnExitCodesOpNotIn, 0)),
+			containers: []*runtime.ContainerStatus{ctr("c1", "app", runtime.ContainerRunning, 0, 0)},
+			results:    map[probe.Kind]probe.Result{probe.Liveness: probe.Failure},
+			wantKill:   []string{"c1"}, wantMessage: "Container app failed liveness probe",
+			wantGrace: ptrDuration(5 * time.Second),
+		},
+		{
+			name:       "container restartPolicy OnFailure in a Never pod: restarted",
+			pod:        withPolicy(withProbes(testPod(v1.RestartPolicyNever, nil, "app")), "app", v1.ContainerRestartPolicyOnFailure),
+			containers: []*runtime.ContainerStatus{ctr("c1", "app", runtime.ContainerRunning, 0, 0)},
+			results:    map[probe.Kind]probe.Result{probe.Liveness: probe.Failure},
+			wantKill:   []string{"c1"}, wantMessage: "Container app failed liveness probe, will be restarted",
+			wantGrace: ptrDuration(5 * time.Second), wantStart: []string{"app"}, wantCount: 1,
+		},
+		{
 			name:       "readiness failure changes nothing",
 			pod:        withProbes(testPod(v1.RestartPolicyAlways, nil, "app")),
 			containers: []*runtime.ContainerStatus{ctr("c1", "app", runtime.ContainerRunning, 0, 0)},

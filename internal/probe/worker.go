@@ -244,8 +244,9 @@ func (w *worker) doProbe(ctx context.Context) bool {
 		if c.State.Terminated != nil || w.kind == Readiness {
 			w.m.set(ctx, w, w.containerID, Failure)
 		}
-		// Nothing more to probe when the container will not run again.
-		return c.State.Terminated == nil || pod.Spec.RestartPolicy != v1.RestartPolicyNever
+		// Nothing more to probe when the container will not run again:
+		// by its own restart rules and policy, else the pod's.
+		return c.State.Terminated == nil || podspec.RestartsOnExit(w.container, &pod.Spec, c.State.Terminated.ExitCode)
 	}
 	if pod.DeletionTimestamp != nil && (w.kind == Liveness || w.kind == Startup) {
 		// The pod is going away: no restart may interfere with its

@@ -14,6 +14,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/runtime"
@@ -388,27 +389,31 @@ func TestWorkerContainerStates(t *testing.T) {
 		Name: "app", ContainerID: "containerd://c1", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}},
 	}}}
 	tests := []struct {
-		name     string
-		kind     Kind
-		policy   v1.RestartPolicy
-		status   v1.PodStatus
-		deleting bool
-		found    bool
-		want     Result
-		keep     bool
+		name      string
+		kind      Kind
+		policy    v1.RestartPolicy
+		ctrPolicy *v1.ContainerRestartPolicy
+		status    v1.PodStatus
+		deleting  bool
+		found     bool
+		want      Result
+		keep      bool
 	}{
 		{name: "no status yet", kind: Readiness, status: v1.PodStatus{}, keep: true},
 		{name: "no container ID yet", kind: Readiness, status: v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "app"}}}, keep: true},
 		{name: "pod succeeded", kind: Readiness, status: v1.PodStatus{Phase: v1.PodSucceeded}, keep: false},
 		{name: "terminated readiness fails", kind: Readiness, policy: v1.RestartPolicyAlways, status: terminated("c1"), found: true, want: Failure, keep: true},
 		{name: "terminated, never restarted: worker ends", kind: Readiness, policy: v1.RestartPolicyNever, status: terminated("c1"), found: true, want: Failure, keep: false},
+		{name: "terminated, OnFailure pod restarts the failure: worker goes on", kind: Readiness, policy: v1.RestartPolicyOnFailure, status: terminated("c1"), found: true, want: Failure, keep: true},
+		{name: "terminated, container Never in an Always pod: worker ends", kind: Readiness, policy: v1.RestartPolicyAlways, ctrPolicy: ptr.To(v1.ContainerRestartPolicyNever), status: terminated("c1"), found: true, want: Failure, keep: false},
+		{name: "terminated, container OnFailure in a Never pod: worker goes on", kind: Readiness, policy: v1.RestartPolicyNever, ctrPolicy: ptr.To(v1.ContainerRestartPolicyOnFailure), status: terminated("c1"), found: true, want: Failure, keep: true},
 		{name: "created liveness keeps its initial result", kind: Liveness, status: created, found: true, want: Success, keep: true},
 		{name: "deleted pod: liveness succeeds and ends", kind: Liveness, status: running("app", "c1", t0), deleting: true, found: true, want: Success, keep: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture()
-			c := v1.Container{Name: "app", ReadinessProbe: execProbe(nil), LivenessProbe: execProbe(nil)}
+			c := v1.Container{Name: "app", ReadinessProbe: execProbe(nil), LivenessProbe: execProbe(nil), RestartPolicy: tt.ctrPolicy}
 			pod := testPod(c)
 			if tt.policy != "" {
 				pod.Spec.RestartPolicy = tt.policy

@@ -431,16 +431,7 @@ func shouldRestart(ctr *v1.Container, pod *v1.Pod, rec *runtime.ContainerStatus)
 	case runtime.ContainerUnknown, runtime.ContainerCreated:
 		return true
 	}
-	if podspec.IsSidecar(ctr) {
-		return true
-	}
-	switch pod.Spec.RestartPolicy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return rec.ExitCode != 0
-	}
-	return true
+	return podspec.RestartsOnExit(ctr, &pod.Spec, rec.ExitCode)
 }
 
 // podPhase is the pod phase from its container statuses (init and app).
@@ -454,8 +445,11 @@ func podPhase(pod *v1.Pod, all []v1.ContainerStatus, podIsTerminal, podHasInitia
 		byName[all[i].Name] = &all[i]
 	}
 
-	pendingRegularInit, pendingRestartableInit, failedInit := 0, 0, 0
-	unknown, running, waiting, stopped, succeeded := 0, 0, 0, 0, 0
+	// A failed init container or a stopped app container counts as final
+	// when its own rules and policy, or the pod's, do not restart it
+	// (upstream's phase with ContainerRestartRules).
+	pendingRegularInit, pendingRestartableInit, failedInitFinal := 0, 0, 0
+	unknown, running, waiting, stopped, stoppedFinal, succeeded := 0, 0, 0, 0, 0, 0
 
 	for i := range spec.InitContainers {
 		ctr := &spec.InitContainers[i]
@@ -488,13 +482,13 @@ func podPhase(pod *v1.Pod, all []v1.ContainerStatus, podIsTerminal, podHasInitia
 		case st.State.Running != nil:
 			pendingRegularInit++
 		case st.State.Terminated != nil:
-			if st.State.Terminated.ExitCode != 0 {
-				failedInit++
+			if code := st.State.Terminated.ExitCode; code != 0 && !podspec.RestartsOnExit(ctr, spec, code) {
+				failedInitFinal++
 			}
 		case st.State.Waiting != nil:
 			if last := st.LastTerminationState.Terminated; last != nil {
-				if last.ExitCode != 0 {
-					failedInit++
+				if last.ExitCode != 0 && !podspec.RestartsOnExit(ctr, spec, last.ExitCode) {
+					failedInitFinal++
 				}
 			} else {
 				pendingRegularInit++
@@ -505,7 +499,8 @@ func podPhase(pod *v1.Pod, all []v1.ContainerStatus, podIsTerminal, podHasInitia
 	}
 
 	for i := range spec.Containers {
-		st := byName[spec.Containers[i].Name]
+		ctr := &spec.Containers[i]
+		st := byName[ctr.Name]
 		switch {
 		case st == nil:
 			unknown++
@@ -513,12 +508,18 @@ func podPhase(pod *v1.Pod, all []v1.ContainerStatus, podIsTerminal, podHasInitia
 			running++
 		case st.State.Terminated != nil:
 			stopped++
+			if !podspec.RestartsOnExit(ctr, spec, st.State.Terminated.ExitCode) {
+				stoppedFinal++
+			}
 			if st.State.Terminated.ExitCode == 0 {
 				succeeded++
 			}
 		case st.State.Waiting != nil:
-			if st.LastTerminationState.Terminated != nil {
+			if last := st.LastTerminationState.Terminated; last != nil {
 				stopped++
+				if !podspec.RestartsOnExit(ctr, spec, last.ExitCode) {
+					stoppedFinal++
+				}
 			} else {
 				waiting++
 			}
@@ -527,7 +528,7 @@ func podPhase(pod *v1.Pod, all []v1.ContainerStatus, podIsTerminal, podHasInitia
 		}
 	}
 
-	if failedInit > 0 && spec.RestartPolicy == v1.RestartPolicyNever {
+	if failedInitFinal > 0 {
 		return v1.PodFailed
 	}
 	switch {
@@ -544,18 +545,14 @@ func podPhase(pod *v1.Pod, all []v1.ContainerStatus, podIsTerminal, podHasInitia
 			}
 			return v1.PodFailed
 		}
-		if spec.RestartPolicy == v1.RestartPolicyAlways {
-			// Every container is on its way to a restart.
+		if stopped != stoppedFinal {
+			// At least one container is on its way to a restart.
 			return v1.PodRunning
 		}
 		if stopped == succeeded {
 			return v1.PodSucceeded
 		}
-		if spec.RestartPolicy == v1.RestartPolicyNever {
-			return v1.PodFailed
-		}
-		// OnFailure with a failed container that will be restarted.
-		return v1.PodRunning
+		return v1.PodFailed
 	default:
 		return v1.PodPending
 	}

@@ -234,35 +234,45 @@ func equalIgnoringProbeTimes(a, b *v1.PodStatus) bool {
 }
 
 // checkContainerTransitions rejects a status in which a container leaves a
-// terminated state that its restart policy makes final: with policy Never,
-// or with OnFailure after a success. Sidecars and policy Always may restart.
+// terminated state that its restart rules make final, as upstream's status
+// manager: a container that exited and neither the pod's OnFailure policy
+// (after a failure) nor the container's own rules, policy or the pod's
+// policy restarts. Sidecars and pods with policy Always may restart.
 func checkContainerTransitions(old, cur *v1.PodStatus, spec *v1.PodSpec) error {
 	if spec.RestartPolicy == v1.RestartPolicyAlways {
 		return nil
 	}
-	final := func(t *v1.ContainerStateTerminated) bool {
-		return t != nil && (t.ExitCode == 0 || spec.RestartPolicy != v1.RestartPolicyOnFailure)
+	final := func(c *v1.Container, t *v1.ContainerStateTerminated) bool {
+		if t == nil || (t.ExitCode != 0 && spec.RestartPolicy == v1.RestartPolicyOnFailure) {
+			return false
+		}
+		return c == nil || !podspec.RestartsOnExit(c, spec, t.ExitCode)
 	}
 	for _, o := range old.ContainerStatuses {
-		if !final(o.State.Terminated) {
+		if !final(specContainer(spec.Containers, o.Name), o.State.Terminated) {
 			continue
 		}
 		if n := findStatus(cur.ContainerStatuses, o.Name); n != nil && n.State.Terminated == nil {
 			return fmt.Errorf("terminated container %q attempted illegal transition to non-terminated state", o.Name)
 		}
 	}
-	sidecars := map[string]bool{}
-	for i := range spec.InitContainers {
-		if podspec.IsSidecar(&spec.InitContainers[i]) {
-			sidecars[spec.InitContainers[i].Name] = true
-		}
-	}
 	for _, o := range old.InitContainerStatuses {
-		if sidecars[o.Name] || !final(o.State.Terminated) {
+		c := specContainer(spec.InitContainers, o.Name)
+		if (c != nil && podspec.IsSidecar(c)) || !final(c, o.State.Terminated) {
 			continue
 		}
 		if n := findStatus(cur.InitContainerStatuses, o.Name); n != nil && n.State.Terminated == nil {
 			return fmt.Errorf("terminated init container %q attempted illegal transition to non-terminated state", o.Name)
+		}
+	}
+	return nil
+}
+
+// specContainer is the named container of list, or nil.
+func specContainer(list []v1.Container, name string) *v1.Container {
+	for i := range list {
+		if list[i].Name == name {
+			return &list[i]
 		}
 	}
 	return nil

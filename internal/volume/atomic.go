@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -28,10 +29,13 @@ const (
 	maxPathLength     = 4096
 )
 
-// fileProjection is the content and mode of one file of a volume.
+// fileProjection is the content, mode and owner of one file of a volume.
 type fileProjection struct {
 	data []byte
 	mode os.FileMode
+	// uid, when set, owns the file (a service account token for the one
+	// user every container runs as); else root does.
+	uid *int64
 }
 
 // payload maps a path relative to the volume directory to its file.
@@ -144,6 +148,14 @@ func writeAtomic(dir string, files payload, now time.Time) (bool, error) {
 			_ = os.RemoveAll(tsDir)
 			return false, fmt.Errorf("create visible link %s: %w", link, err)
 		}
+		// The link to a file with an owner belongs to that owner too, as
+		// upstream's atomic writer makes it.
+		if f, ok := clean[name]; ok && f.uid != nil {
+			if err := os.Lchown(link, int(*f.uid), -1); err != nil {
+				_ = os.RemoveAll(tsDir)
+				return false, fmt.Errorf("set owner of visible link %s: %w", link, err)
+			}
+		}
 	}
 
 	tmpLink := filepath.Join(dir, newDataDirName)
@@ -220,6 +232,9 @@ func matches(tsDir string, files payload, onDisk map[string]bool) (bool, error) 
 		if fi.Mode().Perm() != f.mode.Perm() || fi.Size() != int64(len(f.data)) {
 			return false, nil
 		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int64(st.Uid) != f.owner() {
+			return false, nil
+		}
 		got, err := os.ReadFile(full)
 		if err != nil {
 			return false, fmt.Errorf("read file %s: %w", full, err)
@@ -245,8 +260,22 @@ func writeFiles(dir string, files payload) error {
 		if err := os.Chmod(full, f.mode.Perm()); err != nil {
 			return fmt.Errorf("set mode of file %s: %w", full, err)
 		}
+		if f.uid != nil {
+			if err := os.Lchown(full, int(*f.uid), -1); err != nil {
+				return fmt.Errorf("set owner of file %s: %w", full, err)
+			}
+		}
 	}
 	return nil
+}
+
+// owner is the user the file belongs to once written: uid, else the
+// writer (root).
+func (f fileProjection) owner() int64 {
+	if f.uid != nil {
+		return *f.uid
+	}
+	return int64(os.Geteuid())
 }
 
 // topLevel returns the first path element of every payload path.

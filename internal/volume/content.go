@@ -155,7 +155,61 @@ func (m *Manager) tokenFiles(ctx context.Context, pod *v1.Pod, tp *v1.ServiceAcc
 	if err != nil {
 		return nil, err
 	}
-	return payload{tp.Path: {data: []byte(tok), mode: mode}}, nil
+	// As upstream's projected volume: the token belongs to the one user
+	// every container runs as, if there is one, and is then, or under
+	// fsGroup, readable by its owner only (fsGroup ownership then adds
+	// group read: 0640).
+	uid := fsUser(pod)
+	if uid != nil || podOwnership(pod).fsGroup != nil {
+		mode = tokenOwnerMode
+	}
+	return payload{tp.Path: {data: []byte(tok), mode: mode, uid: uid}}, nil
+}
+
+// tokenOwnerMode is the mode of a projected token with an owning user or
+// an fsGroup, before fsGroup ownership adds group read.
+const tokenOwnerMode os.FileMode = 0o600
+
+// fsUser is the user every container of the pod runs as (its own
+// runAsUser, else the pod's), as upstream's FsUserFrom; nil when one has
+// none or two differ. Init, app and ephemeral containers count.
+func fsUser(pod *v1.Pod) *int64 {
+	var uid *int64
+	var psc *int64
+	if pod.Spec.SecurityContext != nil {
+		psc = pod.Spec.SecurityContext.RunAsUser
+	}
+	same := func(sc *v1.SecurityContext) bool {
+		u := psc
+		if sc != nil && sc.RunAsUser != nil {
+			u = sc.RunAsUser
+		}
+		if u == nil || (uid != nil && *uid != *u) {
+			return false
+		}
+		uid = u
+		return true
+	}
+	for i := range pod.Spec.InitContainers {
+		if !same(pod.Spec.InitContainers[i].SecurityContext) {
+			return nil
+		}
+	}
+	for i := range pod.Spec.Containers {
+		if !same(pod.Spec.Containers[i].SecurityContext) {
+			return nil
+		}
+	}
+	for i := range pod.Spec.EphemeralContainers {
+		if !same(pod.Spec.EphemeralContainers[i].SecurityContext) {
+			return nil
+		}
+	}
+	if uid == nil {
+		return nil
+	}
+	v := *uid
+	return &v
 }
 
 // apiAllowed refuses API objects to pods that have none behind them.

@@ -27,9 +27,11 @@ package volume
 // stricter than upstream, which also follows absolute links whose host
 // target lies inside the volume; inside the container such a link names
 // another place anyway. Missing directories along the subPath, the last
-// element included, are created with the permission bits of the volume's
-// directory, owned as the volume's directory makes them (its setgid bit
-// gives them the fsGroup).
+// element included, are created with the mode of the volume's directory,
+// its setgid, setuid and sticky bits included, as upstream's SafeMakeDir
+// (so under fsGroup an emptyDir's 2777 gives 2777), owned by root and by
+// the group the volume's directory gives them (its setgid bit: the
+// fsGroup).
 //
 // Where the kernel has openat2, a subPath that exists is opened with one
 // call; otherwise, and to create missing directories, the walk goes one
@@ -234,7 +236,7 @@ func walkBeneath(root int, sub string, perm os.FileMode) (int, error) {
 // returns errChanged when name appeared, or was swapped for something
 // else, between the calls.
 func mkdirBeneath(parent int, name string, perm os.FileMode) (int, error) {
-	err := unix.Mkdirat(parent, name, uint32(perm.Perm()))
+	err := unix.Mkdirat(parent, name, kernelMode(perm))
 	if errors.Is(err, unix.EEXIST) {
 		return -1, errChanged
 	}
@@ -250,11 +252,37 @@ func mkdirBeneath(parent int, name string, perm os.FileMode) (int, error) {
 	}
 	// mkdirat applied the umask; the descriptor is the directory made
 	// above (or one swapped in, which is inside the volume as well).
-	if err := unix.Fchmod(fd, uint32(perm.Perm())); err != nil {
+	if err := unix.Fchmod(fd, kernelMode(perm)); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("set mode of created directory %q: %w", name, err)
 	}
 	return fd, nil
+}
+
+// subPathDirMode is the mode missing subPath directories are created
+// with: that of the volume's directory, special bits included.
+func subPathDirMode(base string) (os.FileMode, error) {
+	bi, err := os.Stat(base)
+	if err != nil {
+		return 0, fmt.Errorf("check volume path %s: %w", base, err)
+	}
+	return bi.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky), nil
+}
+
+// kernelMode is perm as chmod(2) takes it: the permission bits and the
+// setuid, setgid and sticky bits.
+func kernelMode(perm os.FileMode) uint32 {
+	m := uint32(perm.Perm())
+	if perm&os.ModeSetuid != 0 {
+		m |= unix.S_ISUID
+	}
+	if perm&os.ModeSetgid != 0 {
+		m |= unix.S_ISGID
+	}
+	if perm&os.ModeSticky != 0 {
+		m |= unix.S_ISVTX
+	}
+	return m
 }
 
 // readlinkFd reads the target of the symbolic link fd was opened on (with
@@ -291,11 +319,11 @@ func (m *Manager) subPathTarget(pod *v1.Pod, volume, container string, index int
 // restarts of a container do not stack mounts; a mount of anything else
 // (the subPath was replaced since), or more than one, is unmounted first.
 func (m *Manager) bindSubPath(ctx context.Context, base, sub, target string) (string, error) {
-	bi, err := os.Stat(base)
+	perm, err := subPathDirMode(base)
 	if err != nil {
-		return "", fmt.Errorf("check volume path %s: %w", base, err)
+		return "", err
 	}
-	fd, err := openSubPath(base, sub, bi.Mode().Perm())
+	fd, err := openSubPath(base, sub, perm)
 	if err != nil {
 		return "", err
 	}

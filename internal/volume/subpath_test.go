@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -426,5 +427,66 @@ func TestCleanupSubPathsKeepsContent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSubPathCreatedModeAndOwner: a missing subPath, each missing element
+// of it, is created with the mode of the volume's directory, its special
+// bits included, and owned by root and the group the volume's directory
+// hands down, as upstream's makeMounts (GetMode of the volume, then
+// SafeMakeDir, which chmods every directory it creates to that mode). An
+// emptyDir under fsGroup is 2777 with the fsGroup: its subPath is too.
+func TestSubPathCreatedModeAndOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the volume another group")
+	}
+	tests := []struct {
+		name    string
+		volMode os.FileMode
+		volGid  int
+		want    os.FileMode
+		wantGid int
+	}{
+		{"emptyDir", 0o777, 0, 0o777, 0},
+		{"emptyDir with fsGroup", 0o777 | os.ModeSetgid, 4242, 0o777 | os.ModeSetgid, 4242},
+		{"hostPath 0755", 0o755, 0, 0o755, 0},
+		{"sticky 1777", 0o777 | os.ModeSticky, 0, 0o777 | os.ModeSticky, 0},
+		// Without setgid the group is the creator's, not the volume's.
+		{"group without setgid", 0o770, 4242, 0o770, 0},
+	}
+	for _, r := range resolvers {
+		for _, tc := range tests {
+			t.Run(r.name+"/"+tc.name, func(t *testing.T) {
+				vol := filepath.Join(t.TempDir(), "vol")
+				if err := os.Mkdir(vol, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chown(vol, 0, tc.volGid); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(vol, tc.volMode); err != nil {
+					t.Fatal(err)
+				}
+				perm, err := subPathDirMode(vol)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fd, err := r.open(vol, "a/b", perm)
+				if err != nil {
+					t.Fatal(err)
+				}
+				unix.Close(fd)
+				for _, p := range []string{"a", "a/b"} {
+					fi, err := os.Stat(filepath.Join(vol, p))
+					if err != nil {
+						t.Fatal(err)
+					}
+					st := fi.Sys().(*syscall.Stat_t)
+					if got := fi.Mode() &^ os.ModeDir; got != tc.want || int(st.Gid) != tc.wantGid || st.Uid != 0 {
+						t.Errorf("%s: mode %v uid %d gid %d, want %v uid 0 gid %d", p, got, st.Uid, st.Gid, tc.want, tc.wantGid)
+					}
+				}
+			})
+		}
 	}
 }

@@ -185,7 +185,12 @@ func TestParseErrors(t *testing.T) {
 			want: []string{"spec.containers[0].ports[0].hostPort: Duplicate value"},
 		},
 		{name: "bad restartPolicy", data: head + "  restartPolicy: Sometimes\n  containers: [{name: c, image: i}]\n", want: []string{`spec.restartPolicy: Unsupported value: "Sometimes"`}, line: 6},
-		{name: "restartPolicy on app container", data: head + "  containers: [{name: c, image: i, restartPolicy: Always}]\n", want: []string{"spec.containers[0].restartPolicy: Forbidden"}},
+		{name: "restartPolicy on app container unknown", data: head + "  containers: [{name: c, image: i, restartPolicy: Sometimes}]\n", want: []string{`spec.containers[0].restartPolicy: Unsupported value: "Sometimes"`}},
+		{name: "restart rules without a policy", data: head + "  containers: [{name: c, image: i, restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]}]\n",
+			want: []string{"spec.containers[0].restartPolicy: Required value"}},
+		{name: "restart rule with a bad action, operator and no exit codes",
+			data: head + "  initContainers: [{name: i, image: i, restartPolicy: Never, restartPolicyRules: [{action: Kill, exitCodes: {operator: Between, values: [1]}}, {action: Restart}]}]\n  containers: [{name: c, image: i}]\n",
+			want: []string{"spec.initContainers[0].restartPolicyRules[0].action: Unsupported value", "spec.initContainers[0].restartPolicyRules[0].exitCodes.operator: Unsupported value", "spec.initContainers[0].restartPolicyRules[1].exitCodes: Required value"}},
 		{name: "bad dnsPolicy", data: head + "  dnsPolicy: Fancy\n  containers: [{name: c, image: i}]\n", want: []string{"spec.dnsPolicy: Unsupported value"}},
 		{name: "requests above limits", data: head + "  containers:\n  - name: c\n    image: i\n    resources:\n      limits: {memory: 64Mi}\n      requests: {memory: 128Mi}\n", want: []string{"spec.containers[0].resources.requests[memory]: Invalid value: \"128Mi\": must be less than or equal to memory limit of 64Mi"}, line: 11},
 		{name: "negative quantity", data: head + "  containers:\n  - name: c\n    image: i\n    resources:\n      requests: {cpu: -1}\n", want: []string{"spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must not be negative"}},
@@ -396,5 +401,23 @@ func TestSplitPathAndLine(t *testing.T) {
 	var nilLoc *Locator
 	if nilLoc.Line("spec") != 0 {
 		t.Error("nil locator found a line")
+	}
+}
+
+// TestParseAcceptsContainerRestartRules: a container's own restartPolicy
+// and restartPolicyRules pass, as the 1.37 API server accepts them
+// (ContainerRestartRules is on by default), on init and app containers.
+func TestParseAcceptsContainerRestartRules(t *testing.T) {
+	data := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  restartPolicy: Never\n" +
+		"  initContainers:\n  - {name: i, image: i, restartPolicy: OnFailure}\n" +
+		"  containers:\n  - {name: a, image: i, restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]}\n" +
+		"  - {name: b, image: i, restartPolicy: Always}\n"
+	pod, err := Parse([]byte(data), testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := pod.Spec.Containers[0].RestartPolicyRules
+	if len(r) != 1 || r[0].ExitCodes == nil || r[0].ExitCodes.Operator != v1.ContainerRestartRuleOnExitCodesOpIn || r[0].ExitCodes.Values[0] != 42 {
+		t.Errorf("restartPolicyRules = %+v", r)
 	}
 }

@@ -111,27 +111,70 @@ func validateSpec(spec *v1.PodSpec, path *field.Path) field.ErrorList {
 		c := &spec.InitContainers[i]
 		p := path.Child("initContainers").Index(i)
 		errs = append(errs, validateContainer(c, p, names, volumes, spec.HostNetwork)...)
-		switch {
-		case c.RestartPolicy == nil:
+		errs = append(errs, validateRestartRules(c, p)...)
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			errs = append(errs, concurrent.add(c, p)...)
+		} else {
 			// A regular init container runs alone.
 			errs = append(errs, (&hostPorts{}).add(c, p)...)
-		case *c.RestartPolicy == v1.ContainerRestartPolicyAlways:
-			errs = append(errs, concurrent.add(c, p)...)
-		default:
-			errs = append(errs, field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, []v1.ContainerRestartPolicy{v1.ContainerRestartPolicyAlways}))
 		}
 	}
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		p := path.Child("containers").Index(i)
 		errs = append(errs, validateContainer(c, p, names, volumes, spec.HostNetwork)...)
-		if c.RestartPolicy != nil {
-			errs = append(errs, field.Forbidden(p.Child("restartPolicy"), "may only be set on init containers"))
-		}
+		errs = append(errs, validateRestartRules(c, p)...)
 		errs = append(errs, concurrent.add(c, p)...)
 	}
 	if spec.Resources != nil {
 		errs = append(errs, validateResources(spec.Resources, path.Child("resources"))...)
+	}
+	return errs
+}
+
+// Container restart policies, rule actions and operators the API accepts
+// (with ContainerRestartRules and RestartAllContainersOnContainerExits, on
+// by default in 1.37), and its limits on rules and exit codes.
+var (
+	containerRestartPolicies = sets.New(v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyOnFailure, v1.ContainerRestartPolicyNever)
+	restartRuleActions       = sets.New(v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleActionRestartAllContainers)
+	restartRuleOperators     = sets.New(v1.ContainerRestartRuleOnExitCodesOpIn, v1.ContainerRestartRuleOnExitCodesOpNotIn)
+)
+
+const (
+	maxRestartRules     = 20
+	maxRestartExitCodes = 255
+)
+
+// validateRestartRules checks a container's own restartPolicy and
+// restartPolicyRules as the API server does: rules need a policy, and each
+// rule an action and exit codes with a known operator.
+func validateRestartRules(c *v1.Container, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case c.RestartPolicy == nil && len(c.RestartPolicyRules) > 0:
+		errs = append(errs, field.Required(p.Child("restartPolicy"), "must specify restartPolicy when restart rules are used"))
+	case c.RestartPolicy != nil && !containerRestartPolicies.Has(*c.RestartPolicy):
+		errs = append(errs, field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, sets.List(containerRestartPolicies)))
+	}
+	if len(c.RestartPolicyRules) > maxRestartRules {
+		errs = append(errs, field.TooMany(p.Child("restartPolicyRules"), len(c.RestartPolicyRules), maxRestartRules))
+	}
+	for i, r := range c.RestartPolicyRules {
+		rp := p.Child("restartPolicyRules").Index(i)
+		if !restartRuleActions.Has(r.Action) {
+			errs = append(errs, field.NotSupported(rp.Child("action"), r.Action, sets.List(restartRuleActions)))
+		}
+		if r.ExitCodes == nil {
+			errs = append(errs, field.Required(rp.Child("exitCodes"), "must be specified"))
+			continue
+		}
+		if !restartRuleOperators.Has(r.ExitCodes.Operator) {
+			errs = append(errs, field.NotSupported(rp.Child("exitCodes", "operator"), r.ExitCodes.Operator, sets.List(restartRuleOperators)))
+		}
+		if len(r.ExitCodes.Values) > maxRestartExitCodes {
+			errs = append(errs, field.TooMany(rp.Child("exitCodes", "values"), len(r.ExitCodes.Values), maxRestartExitCodes))
+		}
 	}
 	return errs
 }

@@ -39,7 +39,8 @@ type Options struct {
 	RootDir string
 	// CertDir is --cert-dir (default <RootDir>/pki), made absolute: where
 	// the self-signed serving certificate kubelet.crt/kubelet.key lives
-	// when tlsCertFile and tlsPrivateKeyFile are not given.
+	// when tlsCertFile and tlsPrivateKeyFile are not given, and the pairs
+	// from signing requests (kubelet-client-*.pem, kubelet-server-*.pem).
 	CertDir string
 	// NodeLabels is --node-labels: labels set when the Node is registered.
 	NodeLabels map[string]string
@@ -327,7 +328,7 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	fs.StringVar(&cl.kubeconfig, "kubeconfig", cl.kubeconfig, "Path to a kubeconfig file for the API server. Omit for standalone mode.")
 	fs.StringVar(&cl.bootstrapKubeconfig, "bootstrap-kubeconfig", cl.bootstrapKubeconfig, "Kubeconfig with bootstrap credentials: when the --kubeconfig file does not exist or its client certificate is not valid, a client certificate is asked for with them through a CertificateSigningRequest, stored in --cert-dir, and --kubeconfig is written to use it.")
 	fs.StringVar(&cl.rootDir, "root-dir", cl.rootDir, "Directory for heartlet's own files (volumes, plugins, state).")
-	fs.StringVar(&cl.certDir, "cert-dir", cl.certDir, "Directory of the self-signed serving certificate (kubelet.crt, kubelet.key) made when tlsCertFile and tlsPrivateKeyFile are not given; default <root-dir>/pki.")
+	fs.StringVar(&cl.certDir, "cert-dir", cl.certDir, "Directory of the self-signed serving certificate (kubelet.crt, kubelet.key) made when tlsCertFile and tlsPrivateKeyFile are not given, and of the certificates from signing requests (kubelet-client-current.pem, kubelet-server-current.pem); default <root-dir>/pki.")
 	fs.StringVar(&cl.hostnameOverride, "hostname-override", cl.hostnameOverride, "Node name to use instead of the machine's hostname (lower-cased).")
 	fs.Var(cliflag.NewMapStringString(&cl.nodeLabels), "node-labels", "Labels to add when registering the node, key=value pairs separated by commas.")
 	fs.StringVar(&cl.nodeIP, "node-ip", cl.nodeIP, "IP address of the node, or one IPv4 and one IPv6 address separated by a comma.")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/heartlet/heartlet/internal/certificate"
 	"github.com/heartlet/heartlet/internal/kubeclient"
+	"github.com/heartlet/heartlet/internal/metrics"
 )
 
 // clientCertificate runs TLS bootstrap when --bootstrap-kubeconfig is set
@@ -29,11 +30,13 @@ func (a *Agent) clientCertificate(ctx context.Context) (*certificate.Rotating, e
 	if !a.opts.Config.RotateCertificates {
 		return nil, nil
 	}
+	metrics.RegisterClientCertificate()
 	return certificate.NewClient(ctx, certificate.ClientOptions{
 		Kubeconfig: a.opts.Kubeconfig,
 		CertDir:    a.opts.CertDir,
 		NodeName:   a.opts.NodeName,
 		Clock:      a.clock,
+		Metrics:    certificate.Metrics{TTL: metrics.ClientCertificateTTL, RenewErrors: metrics.ClientCertificateRenewErrors},
 	})
 }
 
@@ -67,6 +70,7 @@ func (a *Agent) buildCertificates(ctx context.Context, c *components, conn *conn
 		if kube = conn.kube; kube == nil {
 			return errors.New("serverTLSBootstrap needs an API server (--kubeconfig)")
 		}
+		metrics.RegisterServerCertificate()
 		ips := parseIPs(conn.nodeIPs)
 		names := []string{a.opts.NodeName}
 		r, err := certificate.NewServing(ctx, certificate.ServingOptions{
@@ -77,6 +81,8 @@ func (a *Agent) buildCertificates(ctx context.Context, c *components, conn *conn
 			NodeName:  a.opts.NodeName,
 			Addresses: func() ([]string, []net.IP) { return names, ips },
 			Clock:     a.clock,
+			Metrics: certificate.Metrics{TTL: metrics.ServerCertificateTTL, RenewErrors: metrics.ServerCertificateRenewErrors,
+				Rotation: metrics.ServerCertificateRotation},
 		})
 		if err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"sync/atomic"
@@ -39,7 +40,23 @@ type Rotating struct {
 	name     string
 	clock    clock.WithTicker
 	interval time.Duration
+	ttl      Gauge
 }
+
+// Metrics are where a rotating certificate reports; nil fields are left
+// out.
+type Metrics struct {
+	// TTL is set to the seconds until the current certificate expires
+	// (+Inf when there is none) at every check of Run.
+	TTL Gauge
+	// RenewErrors counts failed renewals.
+	RenewErrors certificate.Counter
+	// Rotation observes how long each replaced certificate lived.
+	Rotation certificate.Histogram
+}
+
+// Gauge is the part of a Prometheus gauge Metrics uses.
+type Gauge interface{ Set(float64) }
 
 // ClientOptions configure the client certificate's rotation
 // (rotateCertificates).
@@ -58,6 +75,8 @@ type ClientOptions struct {
 	NewClient func(*rest.Config) (kubernetes.Interface, error)
 	// Clock drives Run's checks; nil is the real clock.
 	Clock clock.WithTicker
+	// Metrics are the client certificate's.
+	Metrics Metrics
 }
 
 // NewClient returns the rotating client certificate, as upstream's: the
@@ -97,11 +116,13 @@ func NewClient(ctx context.Context, o ClientOptions) (*Rotating, error) {
 		BootstrapCertificatePEM: cfg.CertData,
 		BootstrapKeyPEM:         cfg.KeyData,
 		Name:                    "kubelet-client",
+		CertificateRenewFailure: o.Metrics.RenewErrors,
+		CertificateRotation:     o.Metrics.Rotation,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("client certificate manager: %w", err)
 	}
-	return newRotating(mgr, "client", o.Clock), nil
+	return newRotating(mgr, "client", o.Clock, o.Metrics.TTL), nil
 }
 
 // withClientCert is cfg authenticating with the given pair instead of its
@@ -141,6 +162,8 @@ type ServingOptions struct {
 	Addresses func() (dnsNames []string, ips []net.IP)
 	// Clock drives Run's checks; nil is the real clock.
 	Clock clock.WithTicker
+	// Metrics are the serving certificate's.
+	Metrics Metrics
 }
 
 // NewServing returns the rotating serving certificate, asked for from the
@@ -168,22 +191,24 @@ func NewServing(ctx context.Context, o ServingOptions) (*Rotating, error) {
 			}
 			return &x509.CertificateRequest{Subject: subject, DNSNames: names, IPAddresses: ips}
 		},
-		SignerName:       ServingSigner,
-		GetUsages:        certificate.DefaultKubeletServingGetUsages,
-		CertificateStore: store,
-		Name:             "kubelet-serving",
+		SignerName:              ServingSigner,
+		GetUsages:               certificate.DefaultKubeletServingGetUsages,
+		CertificateStore:        store,
+		Name:                    "kubelet-serving",
+		CertificateRenewFailure: o.Metrics.RenewErrors,
+		CertificateRotation:     o.Metrics.Rotation,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate manager: %w", err)
 	}
-	return newRotating(mgr, "serving", o.Clock), nil
+	return newRotating(mgr, "serving", o.Clock, o.Metrics.TTL), nil
 }
 
-func newRotating(mgr certificate.Manager, name string, c clock.WithTicker) *Rotating {
+func newRotating(mgr certificate.Manager, name string, c clock.WithTicker, ttl Gauge) *Rotating {
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	return &Rotating{mgr: mgr, name: name, clock: c, interval: DefaultCheckInterval}
+	return &Rotating{mgr: mgr, name: name, clock: c, interval: DefaultCheckInterval, ttl: ttl}
 }
 
 // Current is the certificate in use: nil when there is none yet or it has
@@ -205,11 +230,12 @@ func (r *Rotating) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error
 // certificate. It stops the manager and returns nil when ctx ends.
 func (r *Rotating) Run(ctx context.Context, onRotate func()) error {
 	logger := klog.FromContext(ctx).WithValues("certificate", r.name)
+	last := r.mgr.Current()
+	r.reportTTL(last)
 	r.mgr.Start()
 	defer r.mgr.Stop()
 	t := r.clock.NewTicker(r.interval)
 	defer t.Stop()
-	last := r.mgr.Current()
 	for {
 		select {
 		case <-ctx.Done():
@@ -217,6 +243,7 @@ func (r *Rotating) Run(ctx context.Context, onRotate func()) error {
 		case <-t.C():
 		}
 		cur := r.mgr.Current()
+		r.reportTTL(cur)
 		if cur == nil || cur == last {
 			continue
 		}
@@ -226,6 +253,19 @@ func (r *Rotating) Run(ctx context.Context, onRotate func()) error {
 			onRotate()
 		}
 	}
+}
+
+// reportTTL sets the TTL gauge for c: seconds until it expires, +Inf
+// without one.
+func (r *Rotating) reportTTL(c *tls.Certificate) {
+	if r.ttl == nil {
+		return
+	}
+	if c == nil || c.Leaf == nil {
+		r.ttl.Set(math.Inf(1))
+		return
+	}
+	r.ttl.Set(c.Leaf.NotAfter.Sub(r.clock.Now()).Seconds())
 }
 
 // Files is a serving certificate and key read from files

@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,7 +62,9 @@ func TestClientRotation(t *testing.T) {
 
 	_, client := newSigner(t, e.ca)
 	var cfgs []*rest.Config
+	ttl := &fakeGauge{}
 	r, err := NewClient(context.Background(), ClientOptions{
+		Metrics:    Metrics{TTL: ttl},
 		Kubeconfig: e.kubeconfig,
 		CertDir:    e.certDir,
 		NodeName:   "node-1",
@@ -81,6 +85,10 @@ func TestClientRotation(t *testing.T) {
 	cur := r.Current()
 	if cur == first || !cur.Leaf.NotAfter.After(first.Leaf.NotAfter) {
 		t.Fatalf("current certificate not renewed: %v", cur.Leaf.NotAfter)
+	}
+	// The TTL gauge is set before each rotation is reported.
+	if got := ttl.get(); got < 50*60 || got > 60*60 {
+		t.Errorf("TTL gauge %v s, want the renewed certificate's, about an hour", got)
 	}
 	if cur.Leaf.Subject.CommonName != "system:node:node-1" {
 		t.Errorf("renewed subject %v", cur.Leaf.Subject)
@@ -160,5 +168,56 @@ func TestServingBootstrap(t *testing.T) {
 func TestServingNeedsClient(t *testing.T) {
 	if _, err := NewServing(context.Background(), ServingOptions{CertDir: t.TempDir()}); err == nil {
 		t.Error("NewServing without a client succeeded")
+	}
+}
+
+type fakeGauge struct {
+	mu sync.Mutex
+	v  float64
+}
+
+func (g *fakeGauge) Set(v float64) { g.mu.Lock(); g.v = v; g.mu.Unlock() }
+func (g *fakeGauge) get() float64  { g.mu.Lock(); defer g.mu.Unlock(); return g.v }
+
+// countingCounter signals each Inc.
+type countingCounter chan struct{}
+
+func (c countingCounter) Inc() {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// TestServingRenewErrors: a request the signer denies is counted as a
+// renewal error, the TTL is +Inf without a certificate, and nothing is
+// served.
+func TestServingRenewErrors(t *testing.T) {
+	ca := newTestCA(t)
+	s, client := newSigner(t, ca)
+	s.deny = true
+	errs := make(countingCounter, 1)
+	ttl := &fakeGauge{}
+	r, err := NewServing(context.Background(), ServingOptions{
+		Client:    client,
+		CertDir:   filepath.Join(t.TempDir(), "pki"),
+		NodeName:  "node-1",
+		Addresses: func() ([]string, []net.IP) { return []string{"node-1"}, nil },
+		Metrics:   Metrics{TTL: ttl, RenewErrors: errs},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRotating(t, r)
+	select {
+	case <-errs:
+	case <-time.After(waitFor):
+		t.Fatal("no renewal error counted for a denied request")
+	}
+	if _, err := r.GetCertificate(nil); !errors.Is(err, ErrNoServingCertificate) {
+		t.Errorf("GetCertificate after a denied request: %v", err)
+	}
+	if got := ttl.get(); !math.IsInf(got, 1) {
+		t.Errorf("TTL gauge %v without a certificate, want +Inf", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -356,6 +357,11 @@ func TestClusterClientCertRotation(t *testing.T) {
 	// The old certificate expires: the Lease is still renewed, so the
 	// clients present the new one.
 	waitLeaseRenewedAfter(t, h, oldNotAfter.Add(5*time.Second), time.Minute+45*time.Second)
+	// The TTL metric follows the renewed certificate.
+	mfs := families(t, scrape(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", h.roPort)))
+	if v, ok := sample(mfs, "kubelet_certificate_manager_client_ttl_seconds"); !ok || v < time.Until(renewed.NotAfter).Seconds()-60 {
+		t.Errorf("kubelet_certificate_manager_client_ttl_seconds = %v (present %v), want about %v", v, ok, time.Until(renewed.NotAfter).Seconds())
+	}
 	logData, err := os.ReadFile(h.logPath)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 
+	"k8s.io/klog/v2"
+
 	"github.com/heartlet/heartlet/internal/certificate"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/metrics"
@@ -58,7 +60,8 @@ func currentCertificate(r *certificate.Rotating) func() *tls.Certificate {
 func (a *Agent) buildCertificates(ctx context.Context, c *components, conn *connection) error {
 	cfg := a.opts.Config
 	if cfg.RotateCertificates && conn.kube == nil {
-		return errors.New("rotateCertificates needs an API server (--kubeconfig)")
+		// As the kubelet, a standalone node runs without rotation.
+		klog.FromContext(ctx).Info("Warning: rotateCertificates is ignored in standalone mode: there is no API server (--kubeconfig) to renew the client certificate with")
 	}
 	var runs []func(context.Context)
 	if r := conn.clientCert; r != nil {

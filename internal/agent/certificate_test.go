@@ -35,9 +35,10 @@ func TestBuildCertificates(t *testing.T) {
 		{name: "self-signed", kc: kubeletv1beta1.KubeletConfiguration{}},
 		{name: "files, reloaded", kc: kubeletv1beta1.KubeletConfiguration{TLSCertFile: certFile, TLSPrivateKeyFile: keyFile}, wantServing: true},
 		{name: "files that do not load", kc: kubeletv1beta1.KubeletConfiguration{TLSCertFile: certFile, TLSPrivateKeyFile: certFile}, wantErr: "tlsCertFile"},
-		// Standalone: nobody to ask for certificates, so the fields are
-		// refused rather than ignored.
-		{name: "rotateCertificates standalone", kc: kubeletv1beta1.KubeletConfiguration{RotateCertificates: true}, wantErr: "rotateCertificates needs an API server"},
+		// Standalone: nobody to ask for certificates. Without rotation the
+		// node runs on (with a warning, as the kubelet without one); without
+		// a serving certificate it could serve nothing, so that is refused.
+		{name: "rotateCertificates standalone", kc: kubeletv1beta1.KubeletConfiguration{RotateCertificates: true}},
 		{name: "serverTLSBootstrap standalone", kc: kubeletv1beta1.KubeletConfiguration{ServerTLSBootstrap: true}, wantErr: "serverTLSBootstrap needs an API server"},
 	}
 	for _, tt := range tests {

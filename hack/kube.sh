@@ -230,6 +230,7 @@ start_apiserver() {
 		--bind-address 127.0.0.1 --secure-port "$API_PORT" \
 		--advertise-address 127.0.0.1 --endpoint-reconciler-type none \
 		--authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+		--enable-bootstrap-token-auth \
 		--allow-privileged=true \
 		--client-ca-file "$PKI/ca.crt" \
 		--tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \

@@ -134,19 +134,22 @@ func TestKubeadmFlags(t *testing.T) {
 		flag         string
 		wantAccepted bool
 	}{
-		// What the drop-in itself passes: all must be accepted.
-		{dropInFlags[0], true},
-		{dropInFlags[1], true},
 		// What kubeadm writes into kubeadm-flags.env or its upstream drop-in
 		// passes.
 		{"--container-runtime-endpoint=unix:///run/containerd/containerd.sock", true},
 		{"--node-ip=10.0.0.1", true},
 		{"--hostname-override=node-a", true},
 		{"--pod-infra-container-image=registry.k8s.io/pause:3.10", false},
-		{"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", false},
 	}
-	if len(dropInFlags) != 2 {
-		t.Fatalf("drop-in flags %q, want --kubeconfig and --config", dropInFlags)
+	if len(dropInFlags) != 3 {
+		t.Fatalf("drop-in flags %q, want --bootstrap-kubeconfig, --kubeconfig and --config", dropInFlags)
+	}
+	// What the drop-in itself passes: all must be accepted.
+	for _, f := range dropInFlags {
+		tests = append(tests, struct {
+			flag         string
+			wantAccepted bool
+		}{f, true})
 	}
 	for _, tc := range tests {
 		t.Run(tc.flag, func(t *testing.T) {

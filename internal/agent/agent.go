@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -27,6 +28,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/certificate"
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/eviction"
@@ -145,7 +147,8 @@ type components struct {
 	sources     []string
 	mirrors     *mirrorPods
 	features    podfields.Features
-	serviceEnv  *serviceenv.Env // nil in standalone mode
+	serviceEnv  *serviceenv.Env                                      // nil in standalone mode
+	servingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error) // nil: newKubeletAPI loads or makes it
 
 	// closers run when Run returns, last first.
 	closers []func()
@@ -181,6 +184,8 @@ type connection struct {
 	runtime  *runtimeapi.VersionResponse
 	hostname string
 	nodeIPs  []string
+	// clientCert is the rotating client certificate (rotateCertificates).
+	clientCert *certificate.Rotating
 }
 
 // connect connects to the API server (with a kubeconfig) and to the
@@ -190,14 +195,20 @@ func (a *Agent) connect(ctx context.Context) (*connection, error) {
 	logger := klog.FromContext(ctx)
 	conn := &connection{}
 	if a.opts.Kubeconfig != "" {
+		clientCert, err := a.clientCertificate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		conn.clientCert = clientCert
 		cl, err := kubeclient.Load(ctx, kubeclient.Options{
-			Kubeconfig:  a.opts.Kubeconfig,
-			QPS:         float32(derefInt32(cfg.KubeAPIQPS)),
-			Burst:       int(cfg.KubeAPIBurst),
-			EventQPS:    derefInt32(cfg.EventRecordQPS),
-			EventBurst:  cfg.EventBurst,
-			UserAgent:   version.UserAgent(),
-			ContentType: cfg.ContentType,
+			Kubeconfig:        a.opts.Kubeconfig,
+			QPS:               float32(derefInt32(cfg.KubeAPIQPS)),
+			Burst:             int(cfg.KubeAPIBurst),
+			EventQPS:          derefInt32(cfg.EventRecordQPS),
+			EventBurst:        cfg.EventBurst,
+			UserAgent:         version.UserAgent(),
+			ContentType:       cfg.ContentType,
+			ClientCertificate: currentCertificate(conn.clientCert),
 		})
 		if err != nil {
 			return nil, err
@@ -264,6 +275,9 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 		c.events = nodepage.NewEventLog(nodepage.DefaultEventLogSize, a.clock)
 	}
 	metrics.SetNodeName(a.opts.NodeName)
+	if err := a.buildCertificates(ctx, c, conn); err != nil {
+		return nil, err
+	}
 	if err := a.buildServers(c, conn); err != nil {
 		return nil, err
 	}
@@ -323,7 +337,7 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 	}
 	apiDeps := kubeletAPIDeps{opts: a.opts, rt: rt, streams: rt, pods: statuses.Pods, checks: checks, hostname: conn.hostname, nodeIPs: conn.nodeIPs,
 		metrics: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), probes: probeMetrics, stats: statsHandlers,
-		journal: journalLookup(c.journal, c.desiredPods, statuses.Pods), extra: c.nodePage.Handlers()}
+		journal: journalLookup(c.journal, c.desiredPods, statuses.Pods), extra: c.nodePage.Handlers(), servingCert: c.servingCert}
 	if conn.kube != nil {
 		apiDeps.kube = conn.kube.Kube
 	}

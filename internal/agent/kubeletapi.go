@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net"
@@ -43,6 +44,9 @@ type kubeletAPIDeps struct {
 	stats    server.StatsHandlers
 	journal  server.JournalLookup
 	extra    map[string]http.Handler // more handlers behind authn/authz (the node page)
+	// servingCert gives the serving certificate at each handshake; nil
+	// loads or makes it once.
+	servingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
 // newKubeletAPI builds the authenticated HTTPS server on address:port and
@@ -79,14 +83,15 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 		host = d.hostname
 	}
 	tlsCfg, err := server.NewTLSConfig(server.TLSOptions{
-		CertFile:     cfg.TLSCertFile,
-		KeyFile:      cfg.TLSPrivateKeyFile,
-		CertDir:      d.opts.CertDir,
-		Hostname:     host,
-		IPs:          ips,
-		CipherSuites: cfg.TLSCipherSuites,
-		MinVersion:   cfg.TLSMinVersion,
-		ClientCAs:    clientCAs,
+		CertFile:       cfg.TLSCertFile,
+		KeyFile:        cfg.TLSPrivateKeyFile,
+		CertDir:        d.opts.CertDir,
+		Hostname:       host,
+		IPs:            ips,
+		CipherSuites:   cfg.TLSCipherSuites,
+		MinVersion:     cfg.TLSMinVersion,
+		ClientCAs:      clientCAs,
+		GetCertificate: d.servingCert,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubelet API server: %w", err)

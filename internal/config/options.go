@@ -30,11 +30,17 @@ type Options struct {
 	ConfigFile string
 	// Kubeconfig is --kubeconfig; "" means standalone mode.
 	Kubeconfig string
+	// BootstrapKubeconfig is --bootstrap-kubeconfig: when Kubeconfig does
+	// not exist or its client certificate is not valid, a client
+	// certificate is asked for with these credentials and Kubeconfig is
+	// written (TLS bootstrap).
+	BootstrapKubeconfig string
 	// RootDir is --root-dir (default /var/lib/kubelet), made absolute.
 	RootDir string
 	// CertDir is --cert-dir (default <RootDir>/pki), made absolute: where
 	// the self-signed serving certificate kubelet.crt/kubelet.key lives
-	// when tlsCertFile and tlsPrivateKeyFile are not given.
+	// when tlsCertFile and tlsPrivateKeyFile are not given, and the pairs
+	// from signing requests (kubelet-client-*.pem, kubelet-server-*.pem).
 	CertDir string
 	// NodeLabels is --node-labels: labels set when the Node is registered.
 	NodeLabels map[string]string
@@ -101,16 +107,17 @@ func osEnv() env {
 
 // cmdline holds the flags that are not KubeletConfiguration fields.
 type cmdline struct {
-	configFile       string
-	kubeconfig       string
-	rootDir          string
-	certDir          string
-	hostnameOverride string
-	nodeIP           string
-	nodeLabels       map[string]string
-	logFile          string
-	logDir           string
-	logFileMaxSize   int
+	configFile          string
+	kubeconfig          string
+	bootstrapKubeconfig string
+	rootDir             string
+	certDir             string
+	hostnameOverride    string
+	nodeIP              string
+	nodeLabels          map[string]string
+	logFile             string
+	logDir              string
+	logFileMaxSize      int
 	// The image credential provider plugins.
 	credentialProviderConfig string
 	credentialProviderBinDir string
@@ -177,13 +184,14 @@ func load(args []string, e env) (*Options, error) {
 	MergeEvictionDefaults(kc)
 
 	opts := &Options{
-		Config:           kc,
-		ConfigFile:       cl.configFile,
-		Kubeconfig:       cl.kubeconfig,
-		HostnameOverride: cl.hostnameOverride,
-		NodeLabels:       cl.nodeLabels,
-		Verbosity:        int(kc.Logging.Verbosity),
-		LogFileMaxSizeMB: cl.logFileMaxSize,
+		Config:              kc,
+		ConfigFile:          cl.configFile,
+		Kubeconfig:          cl.kubeconfig,
+		BootstrapKubeconfig: cl.bootstrapKubeconfig,
+		HostnameOverride:    cl.hostnameOverride,
+		NodeLabels:          cl.nodeLabels,
+		Verbosity:           int(kc.Logging.Verbosity),
+		LogFileMaxSizeMB:    cl.logFileMaxSize,
 	}
 	switch logFile := cl.logFile; {
 	case logFile == "" && cl.logDir != "":
@@ -198,6 +206,9 @@ func load(args []string, e env) (*Options, error) {
 	}
 	if cl.logFileMaxSize < 0 {
 		problems = append(problems, &Problem{Flag: "--log-file-max-size", Field: field.Invalid(field.NewPath("logFileMaxSize"), cl.logFileMaxSize, "must be 0 (never rotate) or more")})
+	}
+	if cl.bootstrapKubeconfig != "" && cl.kubeconfig == "" {
+		problems = append(problems, &Problem{Flag: "--bootstrap-kubeconfig", Field: field.Required(field.NewPath("kubeconfig"), "--bootstrap-kubeconfig needs --kubeconfig, the file TLS bootstrap writes")})
 	}
 	if fs.Changed("pod-manifest-path") && kc.StaticPodPath != "" {
 		p, err := e.abs(kc.StaticPodPath)
@@ -315,8 +326,9 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	fs.BoolVar(&cl.version, "version", false, "Print the version and exit.")
 	fs.StringVar(&cl.configFile, "config", cl.configFile, "KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file, YAML or JSON. Command-line flags override its values. Relative paths in it are relative to its directory.")
 	fs.StringVar(&cl.kubeconfig, "kubeconfig", cl.kubeconfig, "Path to a kubeconfig file for the API server. Omit for standalone mode.")
+	fs.StringVar(&cl.bootstrapKubeconfig, "bootstrap-kubeconfig", cl.bootstrapKubeconfig, "Kubeconfig with bootstrap credentials: when the --kubeconfig file does not exist or its client certificate is not valid, a client certificate is asked for with them through a CertificateSigningRequest, stored in --cert-dir, and --kubeconfig is written to use it.")
 	fs.StringVar(&cl.rootDir, "root-dir", cl.rootDir, "Directory for heartlet's own files (volumes, plugins, state).")
-	fs.StringVar(&cl.certDir, "cert-dir", cl.certDir, "Directory of the self-signed serving certificate (kubelet.crt, kubelet.key) made when tlsCertFile and tlsPrivateKeyFile are not given; default <root-dir>/pki.")
+	fs.StringVar(&cl.certDir, "cert-dir", cl.certDir, "Directory of the self-signed serving certificate (kubelet.crt, kubelet.key) made when tlsCertFile and tlsPrivateKeyFile are not given, and of the certificates from signing requests (kubelet-client-current.pem, kubelet-server-current.pem); default <root-dir>/pki.")
 	fs.StringVar(&cl.hostnameOverride, "hostname-override", cl.hostnameOverride, "Node name to use instead of the machine's hostname (lower-cased).")
 	fs.Var(cliflag.NewMapStringString(&cl.nodeLabels), "node-labels", "Labels to add when registering the node, key=value pairs separated by commas.")
 	fs.StringVar(&cl.nodeIP, "node-ip", cl.nodeIP, "IP address of the node, or one IPv4 and one IPv6 address separated by a comma.")

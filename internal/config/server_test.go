@@ -74,3 +74,22 @@ func TestLoadServerFlags(t *testing.T) {
 		t.Errorf("bad --tls-cipher-suites: %v, want a problem naming the flag", err)
 	}
 }
+
+func TestLoadBootstrapKubeconfig(t *testing.T) {
+	e := fakeEnv(map[string]string{"/etc/k.yaml": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nrotateCertificates: true\nserverTLSBootstrap: true\n"}, "node")
+	opts := mustLoad(t, e, "--config=/etc/k.yaml", "--kubeconfig=/etc/kubernetes/kubelet.conf", "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf")
+	if opts.BootstrapKubeconfig != "/etc/kubernetes/bootstrap-kubelet.conf" || opts.Kubeconfig != "/etc/kubernetes/kubelet.conf" {
+		t.Errorf("kubeconfigs %q %q", opts.Kubeconfig, opts.BootstrapKubeconfig)
+	}
+	if !opts.Config.RotateCertificates || !opts.Config.ServerTLSBootstrap {
+		t.Errorf("rotateCertificates %v serverTLSBootstrap %v", opts.Config.RotateCertificates, opts.Config.ServerTLSBootstrap)
+	}
+	for _, ig := range opts.Ignored {
+		if strings.Contains(ig.Path, "rotateCertificates") || strings.Contains(ig.Path, "serverTLSBootstrap") {
+			t.Errorf("%s is named as ignored", ig.Path)
+		}
+	}
+	if _, err := load([]string{"--bootstrap-kubeconfig=/b.conf"}, e); err == nil || !strings.Contains(err.Error(), "--bootstrap-kubeconfig") {
+		t.Errorf("--bootstrap-kubeconfig without --kubeconfig: %v, want a problem naming the flag", err)
+	}
+}

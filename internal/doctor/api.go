@@ -190,6 +190,21 @@ func (c checker) certificates(ctx context.Context) []Result {
 	if serving == "" {
 		serving, made = filepath.Join(c.in.Opts.CertDir, "kubelet.crt"), true
 	}
+	if kc.ServerTLSBootstrap {
+		// The pair from the kubelet-serving signer; tlsCertFile, if given,
+		// serves until it is issued.
+		issued := filepath.Join(c.in.Opts.CertDir, "kubelet-server-current.pem")
+		data, err := c.in.Host.ReadFile(issued)
+		switch {
+		case err == nil:
+			return append(append(rs, c.certResult("serving certificate", issued, data,
+				"heartlet renews it with a kubelet-serving CertificateSigningRequest: approve the pending one (kubectl certificate approve)")), c.clientCA()...)
+		case !errors.Is(err, fs.ErrNotExist):
+			return append(append(rs, fail("fix the permissions of --cert-dir", "serving certificate %s: %v", issued, err)), c.clientCA()...)
+		case made:
+			return append(append(rs, ok("serving certificate %s: not yet issued; heartlet asks for it with a kubelet-serving CertificateSigningRequest at start (approve it with kubectl certificate approve)", issued)), c.clientCA()...)
+		}
+	}
 	data, err := c.in.Host.ReadFile(serving)
 	switch {
 	case err == nil:
@@ -199,15 +214,20 @@ func (c checker) certificates(ctx context.Context) []Result {
 	default:
 		rs = append(rs, fail("fix tlsCertFile (--tls-cert-file)", "serving certificate %s: %v", serving, err))
 	}
-	if ca := kc.Authentication.X509.ClientCAFile; ca != "" {
-		data, err := c.in.Host.ReadFile(ca)
-		if err != nil {
-			rs = append(rs, fail("fix authentication.x509.clientCAFile (--client-ca-file)", "client CA %s: %v", ca, err))
-		} else {
-			rs = append(rs, c.certResult("client CA", ca, data, "replace the CA bundle with the cluster's current CA"))
-		}
+	return append(rs, c.clientCA()...)
+}
+
+// clientCA reports when authentication.x509.clientCAFile expires.
+func (c checker) clientCA() []Result {
+	ca := c.in.Opts.Config.Authentication.X509.ClientCAFile
+	if ca == "" {
+		return nil
 	}
-	return rs
+	data, err := c.in.Host.ReadFile(ca)
+	if err != nil {
+		return []Result{fail("fix authentication.x509.clientCAFile (--client-ca-file)", "client CA %s: %v", ca, err)}
+	}
+	return []Result{c.certResult("client CA", ca, data, "replace the CA bundle with the cluster's current CA")}
 }
 
 // certResult checks the first certificate of a PEM bundle.

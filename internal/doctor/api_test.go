@@ -302,3 +302,30 @@ func TestChecksShareConnections(t *testing.T) {
 		t.Error("no error with the runtime unreachable")
 	}
 }
+
+// TestCertificatesServerTLSBootstrap: with serverTLSBootstrap the serving
+// certificate is the issued kubelet-server-current.pem, not a self-signed
+// one.
+func TestCertificatesServerTLSBootstrap(t *testing.T) {
+	day := 24 * time.Hour
+	valid := certPEM(t, "system:node:node1", testNow.Add(-day), testNow.Add(365*day))
+	for _, tc := range []struct {
+		name  string
+		files fstest.MapFS
+		args  []string
+		want  []any
+	}{
+		{"not issued yet", nil, nil, []any{OK, "serving certificate /var/lib/kubelet/pki/kubelet-server-current.pem: not yet issued; heartlet asks for it with a kubelet-serving CertificateSigningRequest"}},
+		{"issued", fstest.MapFS{"var/lib/kubelet/pki/kubelet-server-current.pem": {Data: valid}}, nil, []any{
+			OK, "serving certificate /var/lib/kubelet/pki/kubelet-server-current.pem (system:node:node1)"}},
+		{"not issued, tlsCertFile serves meanwhile", fstest.MapFS{"etc/tls.crt": {Data: valid}},
+			[]string{"--tls-cert-file", "/etc/tls.crt", "--tls-private-key-file", "/etc/tls.key"}, []any{OK, "serving certificate /etc/tls.crt"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := testOpts(t, tc.args...)
+			opts.Config.ServerTLSBootstrap = true
+			in := Inputs{Opts: opts, Host: fakeHost(tc.files, nil, nil)}
+			expect(t, checker{in}.certificates(context.Background()), tc.want...)
+		})
+	}
+}

@@ -5,13 +5,16 @@ package kubeclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"time"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -82,6 +85,11 @@ type Options struct {
 	PreflightTimeout time.Duration
 	// HeartbeatTimeout bounds each request of Client.Heartbeat; 0 means 10 s.
 	HeartbeatTimeout time.Duration
+	// ClientCertificate, when set, is asked for the client certificate at
+	// every TLS handshake instead of the kubeconfig's (a rotating
+	// certificate); nil or a nil result presents none. Call
+	// Client.CloseAllConns when it changes so new connections use it.
+	ClientCertificate func() *tls.Certificate
 }
 
 // Client holds heartlet's API clients and what Load learned about the
@@ -141,7 +149,14 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 	// from an exec plugin or from certificate files that rotate. It also
 	// lets CloseAllConns drop every connection.
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	cfg.Dial = dialer.DialContext
+	identity := credentialIdentity(cfg)
+	if opts.ClientCertificate != nil {
+		if err := rotatingTransport(cfg, opts.ClientCertificate, dialer.DialContext); err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", opts.Kubeconfig, err)
+		}
+	} else {
+		cfg.Dial = dialer.DialContext
+	}
 
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -174,7 +189,7 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 		Heartbeat: heartbeat,
 		Rest:      cfg,
 		Server:    cfg.Host,
-		Identity:  credentialIdentity(cfg),
+		Identity:  identity,
 		Path:      opts.Kubeconfig,
 		dialer:    dialer,
 	}
@@ -187,6 +202,37 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 	}
 	logger.Info("Connected to the API server", "server", c.Server, "serverVersion", c.ServerVersion, "identity", c.Identity)
 	return c, nil
+}
+
+// rotatingTransport gives cfg a transport of its own whose TLS handshakes
+// present current's certificate, as upstream's kubelet does for a rotating
+// client certificate; the server's CA and name stay the kubeconfig's.
+func rotatingTransport(cfg *rest.Config, current func() *tls.Certificate, dial func(ctx context.Context, network, address string) (net.Conn, error)) error {
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return fmt.Errorf("TLS configuration: %w", err)
+	}
+	if tlsCfg == nil {
+		return fmt.Errorf("a rotating client certificate needs a TLS server, not %s", cfg.Host)
+	}
+	tlsCfg.Certificates = nil
+	tlsCfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		if c := current(); c != nil {
+			return c, nil
+		}
+		// No certificate: the handshake goes on without one.
+		return &tls.Certificate{}, nil
+	}
+	cfg.Transport = utilnet.SetTransportDefaults(&http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		TLSHandshakeTimeout: 10 * time.Second,
+		TLSClientConfig:     tlsCfg,
+		MaxIdleConnsPerHost: 25,
+		DialContext:         dial,
+	})
+	// The transport holds the TLS settings; client-go refuses both.
+	cfg.TLSClientConfig = rest.TLSClientConfig{}
+	return nil
 }
 
 // restConfig loads and checks the kubeconfig and applies opts.

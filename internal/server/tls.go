@@ -27,6 +27,10 @@ type TLSOptions struct {
 	// (Go names, as the kubelet accepts them).
 	CipherSuites []string
 	MinVersion   string
+	// GetCertificate, when set, gives the serving certificate at every
+	// handshake (a rotating one, or files read again when they change)
+	// and nothing is loaded or made here.
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// ClientCAs are offered to clients as the acceptable issuers; the
 	// authenticator verifies client certificates itself.
 	ClientCAs *x509.CertPool
@@ -104,6 +108,17 @@ func NewTLSConfig(o TLSOptions) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tlsMinVersion: %w", err)
 	}
+	c := &tls.Config{
+		GetCertificate: o.GetCertificate,
+		CipherSuites:   suites,
+		MinVersion:     minVersion,
+		ClientAuth:     tls.RequestClientCert,
+		ClientCAs:      o.ClientCAs,
+		NextProtos:     []string{"h2", "http/1.1"},
+	}
+	if c.GetCertificate != nil {
+		return c, nil
+	}
 	certFile, keyFile, err := EnsureServingCert(o)
 	if err != nil {
 		return nil, err
@@ -112,12 +127,6 @@ func NewTLSConfig(o TLSOptions) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tlsCertFile %s / tlsPrivateKeyFile %s: %w", certFile, keyFile, err)
 	}
-	return &tls.Config{
-		Certificates: []tls.Certificate{pair},
-		CipherSuites: suites,
-		MinVersion:   minVersion,
-		ClientAuth:   tls.RequestClientCert,
-		ClientCAs:    o.ClientCAs,
-		NextProtos:   []string{"h2", "http/1.1"},
-	}, nil
+	c.Certificates = []tls.Certificate{pair}
+	return c, nil
 }

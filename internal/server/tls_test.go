@@ -5,12 +5,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -182,5 +184,60 @@ func TestSelfSignedKeyClosed(t *testing.T) {
 				t.Errorf("cert dir mode %v (%v), want no write for group or others", fi.Mode().Perm(), err)
 			}
 		})
+	}
+}
+
+// TestTLSGetCertificate: a GetCertificate function (a rotating or reloaded
+// certificate) serves every handshake; no self-signed pair is made, and
+// its error fails the handshake (upstream serves nothing until a
+// bootstrapped serving certificate is issued).
+func TestTLSGetCertificate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki")
+	self, err := NewTLSConfig(TLSOptions{CertDir: filepath.Join(t.TempDir(), "self"), Hostname: "node-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serve atomic.Pointer[tls.Certificate]
+	getCert := func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if serve.Load() == nil {
+			return nil, errors.New("no serving certificate available for the kubelet")
+		}
+		return serve.Load(), nil
+	}
+	cfg, err := NewTLSConfig(TLSOptions{CertDir: dir, Hostname: "node-a", GetCertificate: getCert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Certificates) != 0 || cfg.GetCertificate == nil {
+		t.Fatalf("Certificates %d, GetCertificate set %v", len(cfg.Certificates), cfg.GetCertificate != nil)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("a self-signed pair was made in %s: %v", dir, err)
+	}
+	// A handshake over a pipe: httptest would add a certificate of its own.
+	dial := func() (*tls.Conn, error) {
+		sc, cc := net.Pipe()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer sc.Close()
+			_ = tls.Server(sc, cfg).Handshake()
+		}()
+		c := tls.Client(cc, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test inspects the served certificate
+		err := c.Handshake()
+		cc.Close()
+		<-done
+		return c, err
+	}
+	if _, err := dial(); err == nil {
+		t.Fatal("handshake succeeded without a serving certificate")
+	}
+	serve.Store(&self.Certificates[0])
+	c, err := dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.ConnectionState().PeerCertificates[0].Subject.CommonName; !strings.HasPrefix(got, "node-b") {
+		t.Errorf("served %q, want the GetCertificate pair", got)
 	}
 }

@@ -1,0 +1,318 @@
+package certificate
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/certificate"
+	"k8s.io/client-go/util/keyutil"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// ErrNoServingCertificate is what a TLS handshake fails with while the
+// serving certificate asked for with serverTLSBootstrap is not issued yet.
+var ErrNoServingCertificate = errors.New("no serving certificate available for the kubelet")
+
+// DefaultCheckInterval is how often Run looks for a rotated certificate.
+const DefaultCheckInterval = time.Second
+
+// Rotating is a certificate kept current by client-go's certificate
+// manager: it asks for a new one through a CertificateSigningRequest when
+// there is none and at a random point between 70 % and 90 % of the current
+// one's lifetime, and stores each in the certificate directory. Current and
+// GetCertificate are safe for concurrent use; Run is called once.
+type Rotating struct {
+	mgr      certificate.Manager
+	name     string
+	clock    clock.WithTicker
+	interval time.Duration
+	ttl      Gauge
+}
+
+// Metrics are where a rotating certificate reports; nil fields are left
+// out.
+type Metrics struct {
+	// TTL is set to the seconds until the current certificate expires
+	// (+Inf when there is none) at every check of Run.
+	TTL Gauge
+	// RenewErrors counts failed renewals.
+	RenewErrors certificate.Counter
+	// Rotation observes how long each replaced certificate lived.
+	Rotation certificate.Histogram
+}
+
+// Gauge is the part of a Prometheus gauge Metrics uses.
+type Gauge interface{ Set(float64) }
+
+// ClientOptions configure the client certificate's rotation
+// (rotateCertificates).
+type ClientOptions struct {
+	// Kubeconfig is the node's kubeconfig (after Bootstrap): its client
+	// certificate, embedded or in files, is the starting one, and its
+	// server and CA are where renewals are asked.
+	Kubeconfig string
+	// CertDir is --cert-dir, where renewed pairs are stored
+	// (kubelet-client-*.pem).
+	CertDir string
+	// NodeName names the certificate's subject.
+	NodeName string
+	// NewClient builds the clientset a renewal is asked with (with the
+	// current certificate); nil builds a clientset.
+	NewClient func(*rest.Config) (kubernetes.Interface, error)
+	// Clock drives Run's checks; nil is the real clock.
+	Clock clock.WithTicker
+	// Metrics are the client certificate's.
+	Metrics Metrics
+}
+
+// NewClient returns the rotating client certificate, as upstream's: the
+// kubeconfig's certificate files (or the current pair in CertDir, if
+// present) are the starting certificate; an embedded certificate is
+// stored in CertDir and rotated at once. Nothing is asked until Run.
+func NewClient(ctx context.Context, o ClientOptions) (*Rotating, error) {
+	cfg, err := loadRestConfig(o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig (--kubeconfig): %w", err)
+	}
+	if err := os.MkdirAll(o.CertDir, 0o700); err != nil {
+		return nil, fmt.Errorf("certificate directory (--cert-dir): %w", err)
+	}
+	logger := klog.FromContext(ctx)
+	store, err := certificate.NewFileStoreWithLogger(logger.V(2), ClientPairPrefix, o.CertDir, o.CertDir, cfg.CertFile, cfg.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("certificate directory (--cert-dir) %s: %w", o.CertDir, err)
+	}
+	newClient := o.NewClient
+	if newClient == nil {
+		newClient = func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) }
+	}
+	subject := NodeSubject(o.NodeName)
+	mgr, err := certificate.NewManager(&certificate.Config{
+		ClientsetFn: func(current *tls.Certificate) (kubernetes.Interface, error) {
+			c, err := withClientCert(cfg, current)
+			if err != nil {
+				return nil, err
+			}
+			return newClient(c)
+		},
+		Template:                &x509.CertificateRequest{Subject: subject},
+		SignerName:              ClientSigner,
+		GetUsages:               certificate.DefaultKubeletClientGetUsages,
+		CertificateStore:        store,
+		BootstrapCertificatePEM: cfg.CertData,
+		BootstrapKeyPEM:         cfg.KeyData,
+		Name:                    "kubelet-client",
+		CertificateRenewFailure: o.Metrics.RenewErrors,
+		CertificateRotation:     o.Metrics.Rotation,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client certificate manager: %w", err)
+	}
+	return newRotating(mgr, "client", o.Clock, o.Metrics.TTL), nil
+}
+
+// withClientCert is cfg authenticating with the given pair instead of its
+// own credentials; with none it is cfg as it is.
+func withClientCert(cfg *rest.Config, current *tls.Certificate) (*rest.Config, error) {
+	if current == nil {
+		return cfg, nil
+	}
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(current.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("encode client key: %w", err)
+	}
+	var certPEM []byte
+	for _, der := range current.Certificate {
+		certPEM = append(certPEM, pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: der})...)
+	}
+	c := rest.AnonymousClientConfig(cfg)
+	c.CertData, c.KeyData = certPEM, keyPEM
+	return c, nil
+}
+
+// ServingOptions configure the serving certificate's bootstrap and
+// rotation (serverTLSBootstrap).
+type ServingOptions struct {
+	// Client is what the signing requests are made with.
+	Client kubernetes.Interface
+	// CertDir is --cert-dir, where the pairs are stored
+	// (kubelet-server-*.pem).
+	CertDir string
+	// CertFile and KeyFile (tlsCertFile, tlsPrivateKeyFile) are the
+	// starting pair when CertDir has none, as upstream.
+	CertFile, KeyFile string
+	// NodeName names the certificate's subject.
+	NodeName string
+	// Addresses are the names and IPs the certificate is for, as the
+	// node reports them; nothing is asked while both are empty.
+	Addresses func() (dnsNames []string, ips []net.IP)
+	// Clock drives Run's checks; nil is the real clock.
+	Clock clock.WithTicker
+	// Metrics are the serving certificate's.
+	Metrics Metrics
+}
+
+// NewServing returns the rotating serving certificate, asked for from the
+// kubelet-serving signer for the node's addresses. Until one is issued,
+// GetCertificate fails every handshake, as upstream.
+func NewServing(ctx context.Context, o ServingOptions) (*Rotating, error) {
+	if o.Client == nil {
+		return nil, errors.New("serverTLSBootstrap needs an API server (--kubeconfig)")
+	}
+	if err := os.MkdirAll(o.CertDir, 0o700); err != nil {
+		return nil, fmt.Errorf("certificate directory (--cert-dir): %w", err)
+	}
+	logger := klog.FromContext(ctx)
+	store, err := certificate.NewFileStoreWithLogger(logger.V(2), ServerPairPrefix, o.CertDir, o.CertDir, o.CertFile, o.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("certificate directory (--cert-dir) %s: %w", o.CertDir, err)
+	}
+	subject := NodeSubject(o.NodeName)
+	mgr, err := certificate.NewManager(&certificate.Config{
+		ClientsetFn: func(*tls.Certificate) (kubernetes.Interface, error) { return o.Client, nil },
+		GetTemplate: func() *x509.CertificateRequest {
+			names, ips := o.Addresses()
+			if len(names) == 0 && len(ips) == 0 {
+				return nil
+			}
+			return &x509.CertificateRequest{Subject: subject, DNSNames: names, IPAddresses: ips}
+		},
+		SignerName:              ServingSigner,
+		GetUsages:               certificate.DefaultKubeletServingGetUsages,
+		CertificateStore:        store,
+		Name:                    "kubelet-serving",
+		CertificateRenewFailure: o.Metrics.RenewErrors,
+		CertificateRotation:     o.Metrics.Rotation,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate manager: %w", err)
+	}
+	return newRotating(mgr, "serving", o.Clock, o.Metrics.TTL), nil
+}
+
+func newRotating(mgr certificate.Manager, name string, c clock.WithTicker, ttl Gauge) *Rotating {
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	return &Rotating{mgr: mgr, name: name, clock: c, interval: DefaultCheckInterval, ttl: ttl}
+}
+
+// Current is the certificate in use: nil when there is none yet or it has
+// expired.
+func (r *Rotating) Current() *tls.Certificate { return r.mgr.Current() }
+
+// GetCertificate is the serving side's tls.Config.GetCertificate: the
+// current certificate, or ErrNoServingCertificate.
+func (r *Rotating) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if c := r.mgr.Current(); c != nil {
+		return c, nil
+	}
+	return nil, ErrNoServingCertificate
+}
+
+// Run starts the certificate manager and, until ctx ends, calls onRotate
+// (if not nil) each time the current certificate is replaced; the client
+// side closes its connections there so that new ones present the new
+// certificate. It stops the manager and returns nil when ctx ends.
+func (r *Rotating) Run(ctx context.Context, onRotate func()) error {
+	logger := klog.FromContext(ctx).WithValues("certificate", r.name)
+	last := r.mgr.Current()
+	r.reportTTL(last)
+	r.mgr.Start()
+	defer r.mgr.Stop()
+	t := r.clock.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+		cur := r.mgr.Current()
+		r.reportTTL(cur)
+		if cur == nil || cur == last {
+			continue
+		}
+		last = cur
+		logger.Info("Certificate rotated", "subject", cur.Leaf.Subject.String(), "notAfter", cur.Leaf.NotAfter)
+		if onRotate != nil {
+			onRotate()
+		}
+	}
+}
+
+// reportTTL sets the TTL gauge for c: seconds until it expires, +Inf
+// without one.
+func (r *Rotating) reportTTL(c *tls.Certificate) {
+	if r.ttl == nil {
+		return
+	}
+	if c == nil || c.Leaf == nil {
+		r.ttl.Set(math.Inf(1))
+		return
+	}
+	r.ttl.Set(c.Leaf.NotAfter.Sub(r.clock.Now()).Seconds())
+}
+
+// Files is a serving certificate and key read from files
+// (tlsCertFile, tlsPrivateKeyFile) and read again when they change, as
+// upstream's ReloadKubeletServerCertificateFile: a new pair whose key does
+// not match its certificate is refused and the previous pair kept.
+// GetCertificate is safe for concurrent use; Run is called once.
+type Files struct {
+	content *dynamiccertificates.DynamicCertKeyPairContent
+	// cached is the parsed pair of the content last seen.
+	cached atomic.Pointer[parsedPair]
+}
+
+type parsedPair struct {
+	cert, key []byte
+	pair      *tls.Certificate
+}
+
+// NewFiles reads the pair once; a missing or mismatched pair is an error.
+func NewFiles(certFile, keyFile string) (*Files, error) {
+	// Checked first: the library starts a goroutine when it builds the
+	// content, which only Run ends.
+	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+		return nil, fmt.Errorf("tlsCertFile %s / tlsPrivateKeyFile %s: %w", certFile, keyFile, err)
+	}
+	content, err := dynamiccertificates.NewDynamicServingContentFromFiles("serving-cert", certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tlsCertFile %s / tlsPrivateKeyFile %s: %w", certFile, keyFile, err)
+	}
+	return &Files{content: content}, nil
+}
+
+// Run watches the files until ctx ends.
+func (f *Files) Run(ctx context.Context) {
+	f.content.Run(ctx, 1)
+}
+
+// GetCertificate is tls.Config.GetCertificate: the pair last read.
+func (f *Files) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	cert, key := f.content.CurrentCertKeyContent()
+	if p := f.cached.Load(); p != nil && string(p.cert) == string(cert) && string(p.key) == string(key) {
+		return p.pair, nil
+	}
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	f.cached.Store(&parsedPair{cert: cert, key: key, pair: &pair})
+	return &pair, nil
+}

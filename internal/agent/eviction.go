@@ -45,15 +45,17 @@ func (a *Agent) newEviction(ctx context.Context, c *components) (*eviction.Manag
 		}
 	}
 	return eviction.New(eviction.Options{
-		MemoryNotifier:    notifier,
-		Thresholds:        ts,
-		TransitionPeriod:  cfg.EvictionPressureTransitionPeriod.Duration,
-		MaxPodGracePeriod: cfg.EvictionMaxPodGracePeriod,
-		Summary:           c.summary,
-		Pods:              deps,
-		Workers:           deps,
-		Statuses:          c.statuses,
-		Recorder:          deps,
+		LocalStorageCapacityIsolation: cfg.LocalStorageCapacityIsolation == nil || *cfg.LocalStorageCapacityIsolation,
+		Reclaimable:                   reclaimableReader(a.opts.EvictionMemorySignal),
+		MemoryNotifier:                notifier,
+		Thresholds:                    ts,
+		TransitionPeriod:              cfg.EvictionPressureTransitionPeriod.Duration,
+		MaxPodGracePeriod:             cfg.EvictionMaxPodGracePeriod,
+		Summary:                       c.summary,
+		Pods:                          deps,
+		Workers:                       deps,
+		Statuses:                      c.statuses,
+		Recorder:                      deps,
 		// As upstream, the node's events name its UID as its name.
 		Node:  &v1.ObjectReference{Kind: "Node", Name: a.opts.NodeName, UID: types.UID(a.opts.NodeName)},
 		Clock: a.clock,

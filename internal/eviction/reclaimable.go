@@ -17,21 +17,9 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// The memory.available signals heartlet offers (its
-// --eviction-memory-signal flag).
-const (
-	// MemorySignalWorkingSet is upstream's: the node's memory less its
-	// working set (usage less inactive page cache). The default.
-	MemorySignalWorkingSet = "workingset"
-	// MemorySignalReclaimable also counts the active page cache as
-	// available while the kernel reclaims without stalling: see
-	// ReclaimableMemory.
-	MemorySignalReclaimable = "reclaimable"
-)
-
 // DefaultPSIBound is the memory pressure (PSI "some avg10", percent)
 // from which the page cache no longer counts as available under
-// MemorySignalReclaimable: tasks stalled on memory more than a tenth of
+// ReclaimableMemory: tasks stalled on memory more than a tenth of
 // the last 10 seconds.
 const DefaultPSIBound = 10.0
 
@@ -57,7 +45,8 @@ type Reclaimable struct {
 	PSI *PSI
 }
 
-// ReclaimableMemory is memory.available under MemorySignalReclaimable.
+// ReclaimableMemory is memory.available under heartlet's
+// --eviction-memory-signal=reclaimable.
 // Upstream's working set already leaves out the inactive page cache; this
 // signal also counts the active page cache as available (a pod that only
 // reads big files fills it, and the kernel drops it under pressure), up

@@ -130,10 +130,10 @@ func New(opts Options) *Manager {
 }
 
 // Run reads the signals every Interval (every second while an evicted pod
-// stops) and acts on them until ctx is done. Without thresholds it only
-// waits for ctx, unless LocalStorageCapacityIsolation is on. The first pass comes one Interval after the start, so
-// that the pods a restarted heartlet adopts pass admission before any
-// pressure is reported.
+// stops) and acts on them until ctx is done. Without thresholds, and
+// without LocalStorageCapacityIsolation, it only waits for ctx. The first
+// pass comes one Interval after the start, so that the pods a restarted
+// heartlet adopts pass admission before any pressure is reported.
 func (m *Manager) Run(ctx context.Context) error {
 	if len(m.opts.Thresholds) == 0 && !m.opts.LocalStorageCapacityIsolation {
 		<-ctx.Done()

@@ -5,6 +5,8 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,49 +163,72 @@ func pageCacheReader(name string, sizeMi int) *v1.Pod {
 	})
 }
 
-// pageCacheSetup starts heartlet with evictionHard memory.available 2.5
-// GiB below what the node has available, and a reader of a 4 GiB file:
-// it waits until the working-set signal is 1 GiB past the threshold (the
-// reader's page cache became active), and returns the threshold in MiB.
-func pageCacheSetup(t *testing.T, args ...string) (*heartlet, int64, *v1.Pod) {
+// nodeMemoryFigures are the node's memory.available under both signals
+// as heartlet computes them on cgroup v1: MemTotal less the root memory
+// cgroup's usage less total_inactive_file (workingset), and less
+// total_active_file as well (reclaimable, without memory pressure).
+func nodeMemoryFigures(t *testing.T) (workingSet, reclaimable int64) {
+	t.Helper()
+	b, err := os.ReadFile("/sys/fs/cgroup/memory/memory.stat")
+	if err != nil {
+		t.Skipf("memory figures of cgroup v1 unavailable: %v", err)
+	}
+	var active int64 = -1
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "total_active_file" {
+			if active, err = strconv.ParseInt(f[1], 10, 64); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if active < 0 {
+		t.Fatalf("no total_active_file in %.200q", b)
+	}
+	ws := nodeMemoryAvailable(t)
+	return ws, ws + active
+}
+
+// pageCacheSetup starts heartlet with args and evictionHard
+// memory.available 2.5 GiB below the node's available memory under the
+// signal the test exercises, and starts a reader of a 4 GiB file; it
+// waits until the reader's page cache is active (the working-set signal
+// fell by 3 GiB) and returns the threshold in MiB.
+func pageCacheSetup(t *testing.T, reclaimable bool, args ...string) (*heartlet, int64, *v1.Pod) {
 	t.Helper()
 	requireCluster(t)
 	const gi = int64(1) << 30
-	avail := nodeMemoryAvailable(t)
-	if avail < 12*gi {
-		t.Skipf("only %d MiB available; the test needs 12 GiB", avail>>20)
+	ws, rec := nodeMemoryFigures(t)
+	if ws < 12*gi {
+		t.Skipf("only %d MiB available; the test needs 12 GiB", ws>>20)
 	}
-	threshold := avail - 5*gi/2
+	avail := ws
+	if reclaimable {
+		avail = rec
+	}
+	threshold := (avail - 5*gi/2) >> 20
 	h := startClusterHeartlet(t, clusterOptions{args: args, config: fmt.Sprintf(`evictionHard:
   memory.available: "%dMi"
 evictionPressureTransitionPeriod: 30s
 enforceNodeAllocatable: ["none"]
-`, threshold>>20)})
+`, threshold)})
 	reader := pageCacheReader("pagecache-reader", 4096)
 	createPod(t, reader)
 	waitAPIPodRunning(t, h, reader.Name)
-	return h, threshold >> 20, reader
-}
-
-// waitWorkingSetBelow waits until the node's working-set memory.available
-// is below threshold less 1 GiB, or the reader is evicted.
-func waitWorkingSetBelow(t *testing.T, thresholdMi int64, reader string) {
-	t.Helper()
-	waitFor(t, 90*time.Second, "the page cache to push the working-set signal past the threshold", func() (bool, string) {
-		if p, err := getAPIPod(reader); err == nil && p != nil && p.Status.Phase == v1.PodFailed {
+	waitFor(t, 90*time.Second, "the reader's page cache to be active", func() (bool, string) {
+		if p, err := getAPIPod(reader.Name); err == nil && p != nil && p.Status.Phase == v1.PodFailed {
 			return true, ""
 		}
-		a := nodeMemoryAvailable(t) >> 20
-		return a < thresholdMi-1024, fmt.Sprintf("available %d MiB, threshold %d MiB", a, thresholdMi)
+		a, _ := nodeMemoryFigures(t)
+		return a < ws-3*gi, fmt.Sprintf("working-set signal %d MiB, %d MiB at the start", a>>20, ws>>20)
 	})
+	return h, threshold, reader
 }
 
 // TestClusterEvictionPageCacheWorkingSet: under upstream's signal (the
 // default) a pod that only reads a big file is evicted for memory once
 // its page cache is active.
 func TestClusterEvictionPageCacheWorkingSet(t *testing.T) {
-	h, threshold, reader := pageCacheSetup(t)
-	waitWorkingSetBelow(t, threshold, reader.Name)
+	h, threshold, reader := pageCacheSetup(t, false)
 	evicted := waitAPIPod(t, h, reader.Name, 60*time.Second, "evicted", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 	wantPrefix := fmt.Sprintf("The node was low on resource: memory. Threshold quantity: %dMi, available: ", threshold)
 	if evicted.Status.Reason != "Evicted" || !strings.HasPrefix(evicted.Status.Message, wantPrefix) {
@@ -212,14 +237,18 @@ func TestClusterEvictionPageCacheWorkingSet(t *testing.T) {
 }
 
 // TestClusterEvictionPageCacheReclaimable: under
-// --eviction-memory-signal=reclaimable the same reader is left alone
-// while the working-set signal is past the threshold (no MemoryPressure
-// either), and a pod filling 5.5 GiB of a memory-backed emptyDir (shared
-// memory, not page cache) is still evicted for memory.
+// --eviction-memory-signal=reclaimable, with a threshold 2.5 GiB below
+// that signal, the same reader is left alone while the working-set signal
+// is past the threshold (no MemoryPressure either), and a pod holding
+// 5.6 GiB of anonymous memory (three dd buffers of 1900 MiB, blocked
+// writing to a pipe nobody reads) is still evicted for memory.
 func TestClusterEvictionPageCacheReclaimable(t *testing.T) {
-	h, threshold, reader := pageCacheSetup(t, "--eviction-memory-signal=reclaimable")
-	waitWorkingSetBelow(t, threshold, reader.Name)
-	// Three passes with the page cache active.
+	h, threshold, reader := pageCacheSetup(t, true, "--eviction-memory-signal=reclaimable")
+	// The working-set signal is past the threshold; three passes with
+	// the page cache active.
+	if ws, _ := nodeMemoryFigures(t); ws>>20 >= threshold {
+		t.Fatalf("working-set signal %d MiB above the threshold %d MiB: the reader proves nothing", ws>>20, threshold)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		requireUntouched(t, reader.Name)
@@ -234,9 +263,8 @@ func TestClusterEvictionPageCacheReclaimable(t *testing.T) {
 
 	hog := apiPod("pagecache-hog", func(p *v1.Pod) {
 		p.Spec.NodeName = clusterNode
-		p.Spec.Volumes = []v1.Volume{{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}}
-		p.Spec.Containers = []v1.Container{shContainer("hog", "dd if=/dev/zero of=/mem/fill bs=1M count=5632; "+sleeper)}
-		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
+		p.Spec.Containers = []v1.Container{shContainer("hog",
+			"for i in 1 2 3; do dd if=/dev/zero bs=1900M count=1 2>/dev/null | sleep 3600 & done; "+sleeper)}
 	})
 	createPod(t, hog)
 	evicted := waitAPIPod(t, h, hog.Name, 90*time.Second, "evicted", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })

@@ -170,13 +170,13 @@ func (m *Manager) evictLocalStorage(ctx context.Context, summary *statsapi.Summa
 		}
 	}
 	vs := LocalStorageViolations(pods, PodStatsOf(summary), DedicatedImageFs(summary))
-	for i, v := range vs {
+	for _, v := range vs {
 		g := hardGracePeriod
-		victim, until := m.victim, m.victimUntil
 		m.evictPod(ctx, v.Pod, v.Signal, v.Message, &g, false, now)
-		if i > 0 {
-			m.victim, m.victimUntil = victim, until
-		}
 	}
-	return len(vs) > 0
+	if len(vs) == 0 {
+		return false
+	}
+	m.victim = vs[0].Pod.UID
+	return true
 }

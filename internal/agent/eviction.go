@@ -46,7 +46,7 @@ func (a *Agent) newEviction(ctx context.Context, c *components) (*eviction.Manag
 	}
 	return eviction.New(eviction.Options{
 		LocalStorageCapacityIsolation: cfg.LocalStorageCapacityIsolation == nil || *cfg.LocalStorageCapacityIsolation,
-		Reclaimable:                   reclaimableReader(ctx, a.opts.EvictionMemorySignal),
+		Reclaimable:                   reclaimableReader(ctx, c, a.opts.EvictionMemorySignal),
 		MemoryNotifier:                notifier,
 		Thresholds:                    ts,
 		TransitionPeriod:              cfg.EvictionPressureTransitionPeriod.Duration,

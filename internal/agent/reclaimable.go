@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/config"
@@ -14,11 +15,21 @@ import (
 // signal) unless the signal is reclaimable. A host where it cannot be
 // read is named in a warning at start (each pass then logs the error and
 // uses the working-set signal).
-func reclaimableReader(ctx context.Context, signal string) eviction.ReclaimableReader {
+func reclaimableReader(ctx context.Context, c *components, signal string) eviction.ReclaimableReader {
 	if signal != config.EvictionMemoryReclaimable {
 		return nil
 	}
-	r := eviction.HostReclaimable{CgroupRoot: "/sys/fs/cgroup", PressureFile: "/proc/pressure/memory"}
+	r := eviction.HostReclaimable{
+		CgroupRoot:   "/sys/fs/cgroup",
+		PressureFile: "/proc/pressure/memory",
+		// Read when ranking, after c is built.
+		PodCgroup: func(p *v1.Pod) string {
+			if c.cgroups == nil {
+				return ""
+			}
+			return c.cgroups.PodCgroupParent(p)
+		},
+	}
 	logger := klog.FromContext(ctx)
 	switch got, err := r.Read(ctx); {
 	case err != nil:

@@ -241,7 +241,8 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 		m.opts.Recorder.Eventf(m.opts.Node, v1.EventTypeWarning, ReasonThresholdMet, "Attempting to reclaim %s", ResourceOf(t.Signal))
 	}
 	stats := PodStatsOf(summary)
-	for _, pod := range Rank(t.Signal, m.candidates(), stats) {
+	candidates := m.candidates()
+	for _, pod := range Rank(t.Signal, candidates, m.reclaimablePodStats(ctx, t.Signal, candidates, stats)) {
 		if IsCritical(pod) {
 			continue
 		}

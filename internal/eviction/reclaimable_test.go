@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 func TestReclaimableMemory(t *testing.T) {
@@ -38,9 +41,48 @@ func TestReclaimableMemory(t *testing.T) {
 type fakeReclaimable struct {
 	r   Reclaimable
 	err error
+	// pods are the pods' active page cache by name; a pod missing is
+	// unreadable.
+	pods map[string]uint64
 }
 
 func (f fakeReclaimable) Read(context.Context) (Reclaimable, error) { return f.r, f.err }
+
+func (f fakeReclaimable) PodActiveFile(_ context.Context, pod *v1.Pod) (uint64, error) {
+	if a, ok := f.pods[pod.Name]; ok {
+		return a, nil
+	}
+	return 0, errors.New("no such cgroup")
+}
+
+// TestReclaimableSignalRanksByMemoryUsed: when a pod allocating memory
+// pushes the reclaimable signal past its threshold, it is evicted before a
+// pod whose working set is larger but mostly page cache; under the
+// default signal the ranking is upstream's, by working set.
+func TestReclaimableSignalRanksByMemoryUsed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reader ReclaimableReader
+		want   string
+	}{
+		{"working set (default)", nil, "reader"},
+		{"reclaimable", fakeReclaimable{pods: map[string]uint64{"reader": 600 << 20, "hog": 1 << 20}}, "hog"},
+		{"reclaimable, more cache than working set", fakeReclaimable{pods: map[string]uint64{"reader": 900 << 20, "hog": 0}}, "hog"},
+		{"reclaimable, pod cgroups unreadable", fakeReclaimable{}, "reader"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reader, hog := testPod("reader", 0, ""), testPod("hog", 0, "")
+			h := newHarness(t, Config{Hard: map[string]string{"memory.available": "200Mi"}}, time.Minute, reader, hog)
+			h.m.opts.Reclaimable = tc.reader
+			h.summary.set(100, map[string]uint64{"reader": 700 << 20, "hog": 300 << 20})
+			h.pass()
+			got := h.killed()
+			if len(got) != 1 || !strings.HasPrefix(got[0], tc.want+"/") {
+				t.Errorf("evicted %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
 
 // TestReclaimableSignalDecidesEviction: the same node (100 Mi available
 // by working set, 600 Mi of it active page cache) is evicted under the
@@ -139,6 +181,37 @@ func TestHostReclaimable(t *testing.T) {
 				t.Errorf("PSI = %+v, want none", r.PSI)
 			case tc.psi >= 0 && (r.PSI == nil || r.PSI.Some.Avg10 != tc.psi):
 				t.Errorf("PSI = %+v, want some avg10 %v", r.PSI, tc.psi)
+			}
+		})
+	}
+}
+
+func TestHostReclaimablePodActiveFile(t *testing.T) {
+	pod := testPod("p", 0, "")
+	cgroup := func(p *v1.Pod) string { return "/kubepods/besteffort/pod" + string(p.UID) }
+	for _, tc := range []struct {
+		name    string
+		file    string // below the cgroup root
+		text    string
+		want    uint64
+		wantErr bool
+	}{
+		{"cgroup v1", "memory/kubepods/besteffort/podp/memory.stat", "active_file 1\ninactive_file 2\ntotal_active_file 500\ntotal_inactive_file 7\n", 500, false},
+		{"cgroup v2", "kubepods/besteffort/podp/memory.stat", "anon 3\nactive_file 50\ninactive_file 7\n", 50, false},
+		{"no cgroup", "kubepods/burstable/podp/memory.stat", "active_file 50\ninactive_file 7\n", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, tc.file)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(tc.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := HostReclaimable{CgroupRoot: dir, PodCgroup: cgroup}.PodActiveFile(context.Background(), pod)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("PodActiveFile = %d, %v; want %d (error %v)", got, err, tc.want, tc.wantErr)
 			}
 		})
 	}

@@ -45,16 +45,18 @@ func (a *Agent) newEviction(ctx context.Context, c *components) (*eviction.Manag
 		}
 	}
 	return eviction.New(eviction.Options{
-		MemoryNotifier:    notifier,
-		Thresholds:        ts,
-		TransitionPeriod:  cfg.EvictionPressureTransitionPeriod.Duration,
-		MaxPodGracePeriod: cfg.EvictionMaxPodGracePeriod,
-		Summary:           c.summary,
-		Pods:              deps,
-		Workers:           deps,
-		Statuses:          c.statuses,
-		Reclaimer:         c.gc,
-		Recorder:          deps,
+		LocalStorageCapacityIsolation: cfg.LocalStorageCapacityIsolation == nil || *cfg.LocalStorageCapacityIsolation,
+		Reclaimable:                   reclaimableReader(ctx, c, a.opts.EvictionMemorySignal),
+		MemoryNotifier:                notifier,
+		Thresholds:                    ts,
+		TransitionPeriod:              cfg.EvictionPressureTransitionPeriod.Duration,
+		MaxPodGracePeriod:             cfg.EvictionMaxPodGracePeriod,
+		Summary:                       c.summary,
+		Pods:                          deps,
+		Workers:                       deps,
+		Statuses:                      c.statuses,
+		Reclaimer:                     c.gc,
+		Recorder:                      deps,
 		// As upstream, the node's events name its UID as its name.
 		Node:  &v1.ObjectReference{Kind: "Node", Name: a.opts.NodeName, UID: types.UID(a.opts.NodeName)},
 		Clock: a.clock,

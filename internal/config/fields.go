@@ -169,7 +169,7 @@ var Fields = []FieldSupport{
 	{"registerNode", Honoured, "the Node is created when missing"},
 	{"tracing.endpoint", NotYet, "no tracing"},
 	{"tracing.samplingRatePerMillion", NotYet, "no tracing"},
-	{"localStorageCapacityIsolation", NotYet, "ephemeral-storage is reported whatever the value; no local storage limits are enforced"},
+	{"localStorageCapacityIsolation", Honoured, "true: pods over an emptyDir sizeLimit or their ephemeral-storage limits are evicted; false: not enforced (ephemeral-storage is reported either way)"},
 	{"containerRuntimeEndpoint", Honoured, "the CRI runtime heartlet talks to"},
 	{"imageServiceEndpoint", Honoured, "image calls go to their own CRI connection"},
 	{"failCgroupV1", NotYet, "heartlet runs on cgroup v1 hosts whatever the value"},

@@ -66,11 +66,23 @@ type Options struct {
 	ImageCredentialProviderConfig string
 	ImageCredentialProviderBinDir string
 	CredentialProviders           *kubeletconfigv1.CredentialProviderConfig
+	// EvictionMemorySignal is --eviction-memory-signal, heartlet's own:
+	// how memory.available is computed, EvictionMemoryWorkingSet
+	// (upstream's, the default) or EvictionMemoryReclaimable.
+	EvictionMemorySignal string
 	// Ignored are the fields heartlet does not act on (yet) that the file
 	// or a flag set to a value other than the default; IgnoredMessage
 	// words the warning.
 	Ignored []Ignored
 }
+
+// The values of --eviction-memory-signal.
+const (
+	EvictionMemoryWorkingSet   = "workingset"
+	EvictionMemoryReclaimable  = "reclaimable"
+	evictionMemorySignalFlag   = "eviction-memory-signal"
+	evictionMemorySignalValues = EvictionMemoryWorkingSet + " or " + EvictionMemoryReclaimable
+)
 
 // DefaultLogFileMaxSizeMB is --log-file-max-size's default, klog's.
 const DefaultLogFileMaxSizeMB = 1800
@@ -121,6 +133,7 @@ type cmdline struct {
 	// The image credential provider plugins.
 	credentialProviderConfig string
 	credentialProviderBinDir string
+	evictionMemorySignal     string
 	help                     bool
 	version                  bool
 }
@@ -128,7 +141,7 @@ type cmdline struct {
 func load(args []string, e env) (*Options, error) {
 	// The first pass finds --config and the flag-only settings; flags bound
 	// to the configuration land in a throwaway copy.
-	cl := &cmdline{rootDir: DefaultRootDir, logFileMaxSize: DefaultLogFileMaxSizeMB}
+	cl := &cmdline{rootDir: DefaultRootDir, logFileMaxSize: DefaultLogFileMaxSizeMB, evictionMemorySignal: EvictionMemoryWorkingSet}
 	fs, _ := newFlagSet(NewDefault(), cl)
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("command line: %w", err)
@@ -184,14 +197,18 @@ func load(args []string, e env) (*Options, error) {
 	MergeEvictionDefaults(kc)
 
 	opts := &Options{
-		Config:              kc,
-		ConfigFile:          cl.configFile,
-		Kubeconfig:          cl.kubeconfig,
-		BootstrapKubeconfig: cl.bootstrapKubeconfig,
-		HostnameOverride:    cl.hostnameOverride,
-		NodeLabels:          cl.nodeLabels,
-		Verbosity:           int(kc.Logging.Verbosity),
-		LogFileMaxSizeMB:    cl.logFileMaxSize,
+		Config:               kc,
+		ConfigFile:           cl.configFile,
+		Kubeconfig:           cl.kubeconfig,
+		BootstrapKubeconfig:  cl.bootstrapKubeconfig,
+		HostnameOverride:     cl.hostnameOverride,
+		NodeLabels:           cl.nodeLabels,
+		Verbosity:            int(kc.Logging.Verbosity),
+		LogFileMaxSizeMB:     cl.logFileMaxSize,
+		EvictionMemorySignal: cl.evictionMemorySignal,
+	}
+	if s := cl.evictionMemorySignal; s != EvictionMemoryWorkingSet && s != EvictionMemoryReclaimable {
+		problems = append(problems, &Problem{Flag: "--" + evictionMemorySignalFlag, Field: field.NotSupported(field.NewPath("evictionMemorySignal"), s, []string{EvictionMemoryWorkingSet, EvictionMemoryReclaimable})})
 	}
 	switch logFile := cl.logFile; {
 	case logFile == "" && cl.logDir != "":
@@ -406,6 +423,8 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	cfg("eviction-soft-grace-period", "evictionSoftGracePeriod")
 	fs.Var(cliflag.NewMapStringString(&kc.EvictionMinimumReclaim), "eviction-minimum-reclaim", "Least amount to reclaim per signal, e.g. imagefs.available=2Gi (evictionMinimumReclaim).")
 	cfg("eviction-minimum-reclaim", "evictionMinimumReclaim")
+	fs.StringVar(&cl.evictionMemorySignal, evictionMemorySignalFlag, cl.evictionMemorySignal, "How memory.available is computed: "+evictionMemorySignalValues+
+		". workingset is upstream's (memory less the working set); reclaimable also counts the active page cache as available while the memory pressure (PSI some avg10) stays below 10%. heartlet's own flag, not a KubeletConfiguration field.")
 	fs.DurationVar(&kc.EvictionPressureTransitionPeriod.Duration, "eviction-pressure-transition-period", kc.EvictionPressureTransitionPeriod.Duration, "How long a pressure condition stays after the signal recovers (evictionPressureTransitionPeriod).")
 	cfg("eviction-pressure-transition-period", "evictionPressureTransitionPeriod")
 	fs.Int32Var(&kc.EvictionMaxPodGracePeriod, "eviction-max-pod-grace-period", kc.EvictionMaxPodGracePeriod, "Longest grace period (seconds) for soft evictions; negative means the pod's own (evictionMaxPodGracePeriod).")

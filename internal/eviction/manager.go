@@ -81,6 +81,17 @@ type Options struct {
 	Recorder Recorder
 	Node     *v1.ObjectReference
 	Clock    clock.WithTicker
+	// LocalStorageCapacityIsolation evicts the pods exceeding their
+	// local storage limits (LocalStorageViolations) before any threshold
+	// is acted on, as upstream (localStorageCapacityIsolation).
+	LocalStorageCapacityIsolation bool
+	// Reclaimable, when set, makes memory.available count the node's
+	// reclaimable memory too (see ReclaimableMemory); nil keeps upstream's
+	// signal.
+	Reclaimable ReclaimableReader
+	// PSIBound is ReclaimableMemory's pressure bound; default
+	// DefaultPSIBound.
+	PSIBound float64
 	// MemoryNotifier, when set, is armed after every pass at the usage
 	// where a memory.available threshold would be crossed, and a pass
 	// runs as soon as it fires (kernelMemcgNotification). Run closes it.
@@ -123,12 +134,12 @@ func New(opts Options) *Manager {
 }
 
 // Run reads the signals every Interval (every second while an evicted pod
-// stops) and acts on them until ctx is done. Without thresholds it only
-// waits for ctx. The first pass comes one Interval after the start, so
-// that the pods a restarted heartlet adopts pass admission before any
-// pressure is reported.
+// stops) and acts on them until ctx is done. Without thresholds, and
+// without LocalStorageCapacityIsolation, it only waits for ctx. The first
+// pass comes one Interval after the start, so that the pods a restarted
+// heartlet adopts pass admission before any pressure is reported.
 func (m *Manager) Run(ctx context.Context) error {
-	if len(m.opts.Thresholds) == 0 {
+	if len(m.opts.Thresholds) == 0 && !m.opts.LocalStorageCapacityIsolation {
 		<-ctx.Done()
 		return nil
 	}
@@ -185,7 +196,7 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 		return fmt.Errorf("eviction: read the node's stats: %w", err)
 	}
 	m.last = summary
-	obs := Observe(summary)
+	obs := m.reclaimable(ctx, Observe(summary))
 	met := ThresholdsMet(m.opts.Thresholds, obs, false)
 	if len(m.met) > 0 {
 		// A threshold that caused evictions is met until its signal is
@@ -206,7 +217,7 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 			m.victim = ""
 		}
 	}
-	if len(active) == 0 {
+	if len(active) == 0 && !m.opts.LocalStorageCapacityIsolation {
 		return nil
 	}
 	if m.victim != "" || now.Before(m.settleUntil) {
@@ -215,6 +226,12 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 		} else {
 			logger.V(2).Info("Eviction manager: waiting for fresh stats after an eviction")
 		}
+		return nil
+	}
+	if m.opts.LocalStorageCapacityIsolation && m.evictLocalStorage(ctx, summary, now) {
+		return nil
+	}
+	if len(active) == 0 {
 		return nil
 	}
 	slices.SortStableFunc(active, func(a, b Threshold) int {
@@ -231,7 +248,8 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 		return nil
 	}
 	stats := PodStatsOf(summary)
-	for _, pod := range Rank(t.Signal, m.candidates(), stats) {
+	candidates := m.candidates()
+	for _, pod := range Rank(t.Signal, candidates, m.reclaimablePodStats(ctx, t.Signal, candidates, stats)) {
 		if IsCritical(pod) {
 			continue
 		}
@@ -256,26 +274,34 @@ func (m *Manager) candidates() []*v1.Pod {
 // evict reports the pod Failed with reason Evicted, records the event and
 // the metric, and kills it through the workers.
 func (m *Manager) evict(ctx context.Context, t Threshold, o Observation, pod *v1.Pod, stats PodStats, now time.Time) {
-	msg := Message(t, o, pod, stats)
-	klog.FromContext(ctx).Info("Eviction manager: evicting pod", "pod", klog.KObj(pod), "podUID", pod.UID, "signal", t.Signal, "message", msg)
+	m.evictPod(ctx, pod, t.Signal, Message(t, o, pod, stats), m.gracePeriod(t, pod), true, now)
+}
+
+// evictPod reports the pod Failed with reason Evicted and message msg
+// (with the DisruptionTarget condition when disruption is set), records
+// the event and counts the eviction under signal, and kills it through
+// the workers within grace (nil: the pod's own).
+func (m *Manager) evictPod(ctx context.Context, pod *v1.Pod, signal Signal, msg string, grace *int64, disruption bool, now time.Time) {
+	klog.FromContext(ctx).Info("Eviction manager: evicting pod", "pod", klog.KObj(pod), "podUID", pod.UID, "signal", signal, "message", msg)
 	st, ok := m.opts.Statuses.GetPodStatus(pod.UID)
 	if !ok {
 		st = *pod.Status.DeepCopy()
 	}
 	st.Phase, st.Reason, st.Message = v1.PodFailed, Reason, msg
-	cond := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: reasonTerminationByKubelet, Message: msg}
-	if i := slices.IndexFunc(st.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget }); i >= 0 {
-		st.Conditions[i] = cond
-	} else {
-		st.Conditions = append(st.Conditions, cond)
+	if disruption {
+		cond := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: reasonTerminationByKubelet, Message: msg}
+		if i := slices.IndexFunc(st.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget }); i >= 0 {
+			st.Conditions[i] = cond
+		} else {
+			st.Conditions = append(st.Conditions, cond)
+		}
 	}
 	m.opts.Statuses.SetPodStatus(pod, st)
 	if m.opts.Recorder != nil {
 		m.opts.Recorder.Eventf(pod, v1.EventTypeWarning, Reason, "%s", msg)
 	}
-	grace := m.gracePeriod(t, pod)
 	m.opts.Workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod, GracePeriod: grace, Keep: true})
-	metrics.Evictions.WithLabelValues(string(t.Signal)).Inc()
+	metrics.Evictions.WithLabelValues(string(signal)).Inc()
 	m.victim, m.victimUntil = pod.UID, now.Add(m.opts.CleanupTimeout)
 }
 

@@ -61,6 +61,8 @@ type clusterOptions struct {
 	config string
 	// kubeconfig overrides the node kubeconfig.
 	kubeconfig string
+	// args are more command-line arguments.
+	args []string
 }
 
 // startClusterHeartlet starts heartlet in cluster mode with fresh
@@ -110,7 +112,7 @@ func startCluster(t *testing.T, h *heartlet, opts clusterOptions) {
 	if kubeconfig == "" {
 		kubeconfig = nodeKubeconfig
 	}
-	h.run("cluster mode", clusterArgs(h, kubeconfig)...)
+	h.run("cluster mode", append(clusterArgs(h, kubeconfig), opts.args...)...)
 }
 
 // kubectl runs kubectl as the cluster admin and returns its stdout.

@@ -164,8 +164,8 @@ func (a *Agent) checkHost() error {
 	if p := cfg.StaticPodPath; p != "" {
 		if fi, err := os.Stat(p); err != nil {
 			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: %w", p, err)
-		} else if !fi.IsDir() {
-			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: not a directory", p)
+		} else if !fi.IsDir() && !fi.Mode().IsRegular() {
+			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: neither a directory nor a regular file", p)
 		}
 	}
 	failSwapOn := cfg.FailSwapOn == nil || *cfg.FailSwapOn

@@ -33,7 +33,7 @@ func TestStaticPods(t *testing.T) {
 		{"", OK, "no static pod path"},
 		{"/etc/manifests", OK, "/etc/manifests: 1 manifest file(s)"},
 		{"/etc/missing", Error, "static pod path /etc/missing"},
-		{"/etc/file", Error, "is not a directory"},
+		{"/etc/file", OK, "/etc/file: a single manifest file"},
 	} {
 		opts := testOpts(t)
 		opts.Config.StaticPodPath = tc.path

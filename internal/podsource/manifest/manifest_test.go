@@ -153,10 +153,6 @@ func TestParseErrors(t *testing.T) {
 		{name: "bad apiVersion", data: strings.Replace(webYAML, "apiVersion: v1", "apiVersion: apps/v1", 1), want: []string{`apiVersion: must be "v1", got "apps/v1"`}, line: 1},
 		{name: "missing apiVersion", data: strings.Replace(webYAML, "apiVersion: v1\n", "", 1), want: []string{`apiVersion: must be "v1", got ""`}},
 		{name: "bad kind", data: strings.Replace(webYAML, "kind: Pod", "kind: Deployment", 1), want: []string{`kind: must be "Pod", got "Deployment"`}, line: 2},
-		{name: "unknown field named", data: strings.Replace(webYAML, "image: nginx", "image: nginx\n    imagePullPolcy: Always", 1), want: []string{"spec.containers[0].imagePullPolcy: unknown field"}, line: 11},
-		{name: "unknown top-level field", data: webYAML + "extra: 1\n", want: []string{"extra: unknown field"}, line: 14},
-		{name: "unknown field in json", data: strings.Replace(webJSON, `"image": "nginx"`, `"image": "nginx", "imagee": "x"`, 1), want: []string{"spec.containers[0].imagee: unknown field"}, line: 7},
-		{name: "duplicate key", data: strings.Replace(webYAML, "  name: web\n", "  name: web\n  name: web2\n", 1), want: []string{"already set"}, line: 5},
 		{name: "wrong type", data: strings.Replace(webYAML, "containerPort: 80", "containerPort: eighty", 1), want: []string{"spec.containers[0].ports[0].containerPort: must be of type int32, got string"}, line: 12},
 		{name: "bad quantity", data: head + "  containers:\n  - name: c\n    image: i\n    resources:\n      limits:\n        memory: 1Gx\n", want: []string{`spec.containers[0].resources.limits[memory]: invalid quantity "1Gx"`}, line: 11},
 		{name: "missing name", data: "apiVersion: v1\nkind: Pod\nspec:\n  containers: [{name: c, image: i}]\n", want: []string{"metadata.name: Required value"}},
@@ -227,6 +223,92 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error spans several lines: %q", err)
 			}
 		})
+	}
+}
+
+// TestParseWarnsAndAccepts checks the leniency of upstream's decoder:
+// unknown and duplicated fields do not reject the manifest, and each is
+// named in a warning with its line.
+func TestParseWarnsAndAccepts(t *testing.T) {
+	tests := []struct {
+		name  string
+		data  string
+		want  string // the warning
+		line  int
+		check func(*v1.Pod) string
+	}{
+		{name: "unknown field named", data: strings.Replace(webYAML, "image: nginx", "image: nginx\n    imagePullPolcy: Always", 1), want: "spec.containers[0].imagePullPolcy: unknown field, ignored", line: 11},
+		{name: "unknown top-level field", data: webYAML + "extra: 1\n", want: "extra: unknown field, ignored", line: 14},
+		{name: "unknown field in json", data: strings.Replace(webJSON, `"image": "nginx"`, `"image": "nginx", "imagee": "x"`, 1), want: "spec.containers[0].imagee: unknown field, ignored", line: 7},
+		{name: "wrong case is unknown", data: strings.Replace(webYAML, "image: nginx", "image: nginx\n    ImagePullPolicy: Never", 1), want: "spec.containers[0].ImagePullPolicy: unknown field, ignored", check: func(p *v1.Pod) string {
+			if got := p.Spec.Containers[0].ImagePullPolicy; got != v1.PullAlways {
+				return "imagePullPolicy " + string(got) + ", want the default Always"
+			}
+			return ""
+		}},
+		{name: "duplicate key in yaml, the last wins", data: strings.Replace(webYAML, "  name: web\n", "  name: web\n  name: web2\n", 1), want: "already set", line: 5, check: func(p *v1.Pod) string {
+			if p.Name != "web2-node-1" {
+				return "name " + p.Name + ", want web2-node-1"
+			}
+			return ""
+		}},
+		{name: "duplicate key in json, the last wins", data: strings.Replace(webJSON, `"name": "web",`, `"name": "web", "name": "web3",`, 1), want: "metadata.name: duplicate field, the last value is used", check: func(p *v1.Pod) string {
+			if p.Name != "web3-node-1" {
+				return "name " + p.Name + ", want web3-node-1"
+			}
+			return ""
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var warnings []Problem
+			o := testOpts
+			o.Warn = func(p Problem) { warnings = append(warnings, p) }
+			pod, err := Parse([]byte(tt.data), o)
+			if err != nil {
+				t.Fatalf("Parse rejected the manifest: %v", err)
+			}
+			if len(warnings) != 1 {
+				t.Fatalf("warnings %v, want one", warnings)
+			}
+			if !strings.Contains(warnings[0].String(), tt.want) {
+				t.Errorf("warning %q does not contain %q", warnings[0], tt.want)
+			}
+			if tt.line != 0 && warnings[0].Line != tt.line {
+				t.Errorf("warning on line %d, want %d", warnings[0].Line, tt.line)
+			}
+			if tt.check != nil {
+				if msg := tt.check(pod); msg != "" {
+					t.Error(msg)
+				}
+			}
+		})
+	}
+	t.Run("a clean manifest warns nothing", func(t *testing.T) {
+		o := testOpts
+		o.Warn = func(p Problem) { t.Errorf("unexpected warning %s", p) }
+		if _, err := Parse([]byte(webYAML), o); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("unknown field and a real error: rejected", func(t *testing.T) {
+		data := strings.Replace(webYAML, "image: nginx", "image: nginx\n    imagee: x\n    restartPolicy: Sometimes", 1)
+		if _, err := Parse([]byte(data), testOpts); err == nil {
+			t.Fatal("Parse accepted an invalid restartPolicy")
+		}
+	})
+}
+
+// TestUIDFromManifestKept checks that metadata.uid, when given, is the
+// pod's UID and config hash, as upstream keeps it.
+func TestUIDFromManifestKept(t *testing.T) {
+	data := strings.Replace(webYAML, "  name: web\n", "  name: web\n  uid: 0b5e6f1c-3c7a-4d0e-9d0b-8e7b4c1e2f3a\n", 1)
+	pod, err := Parse([]byte(data), testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.UID != "0b5e6f1c-3c7a-4d0e-9d0b-8e7b4c1e2f3a" || pod.Annotations[podconfig.AnnotationConfigHash] != string(pod.UID) {
+		t.Errorf("UID %q, config.hash %q; want the manifest's", pod.UID, pod.Annotations[podconfig.AnnotationConfigHash])
 	}
 }
 

@@ -14,8 +14,6 @@ package manifest
 
 import (
 	"bytes"
-	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,12 +111,14 @@ func Parse(data []byte, o Options) (*v1.Pod, error) {
 			o.Warn(w)
 		}
 	}
+	name := pod.Name
+	SetDefaults(pod)
+	// As upstream: the UID is a hash of the defaulted pod unless the
+	// manifest gives one.
 	uid := pod.UID
 	if uid == "" {
 		uid = UID(pod, o)
 	}
-	name := pod.Name
-	SetDefaults(pod)
 	makeStatic(pod, uid, o)
 	if errs := validate(pod, name); len(errs) > 0 {
 		return nil, loc.toError(errs)
@@ -276,30 +276,6 @@ func lineAt(data []byte, off int) int {
 		off = 0
 	}
 	return bytes.Count(data[:off], []byte("\n")) + 1
-}
-
-// UID returns the static pod UID of a decoded (not yet defaulted) pod: the
-// hex MD5 of the source, node name, origin and the pod's content. The
-// config annotations heartlet writes itself are left out, so the same file
-// on the same node always yields the same UID and any change of content
-// yields another.
-func UID(pod *v1.Pod, o Options) types.UID {
-	cp := pod.DeepCopy()
-	for _, k := range []string{podconfig.AnnotationConfigHash, podconfig.AnnotationConfigSeen, podconfig.AnnotationConfigSource} {
-		delete(cp.Annotations, k)
-	}
-	if len(cp.Annotations) == 0 {
-		cp.Annotations = nil
-	}
-	content, err := json.Marshal(cp)
-	if err != nil {
-		// v1.Pod always encodes; keep the UID content-dependent anyway.
-		content = []byte(cp.String())
-	}
-	h := md5.New()
-	fmt.Fprintf(h, "source:%s\nhost:%s\norigin:%s\n", o.Source, o.NodeName, o.Origin)
-	h.Write(content)
-	return types.UID(hex.EncodeToString(h.Sum(nil)))
 }
 
 // StaticName returns the name a static pod called name gets on node

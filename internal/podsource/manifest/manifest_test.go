@@ -327,11 +327,11 @@ func TestUID(t *testing.T) {
 		{name: "same content node and path", data: webYAML, same: true},
 		{name: "formatting and comments only", data: reformatted, same: true},
 		{name: "different seen time", data: webYAML, mutate: func(o *Options) { o.Seen = o.Seen.Add(time.Hour) }, same: true},
-		{name: "seen annotation in the file", data: strings.Replace(webYAML, "  labels:", "  annotations: {kubernetes.io/config.seen: yesterday}\n  labels:", 1), same: true},
+		{name: "seen annotation in the file, hashed as upstream", data: strings.Replace(webYAML, "  labels:", "  annotations: {kubernetes.io/config.seen: yesterday}\n  labels:", 1)},
 		{name: "image changed", data: strings.Replace(webYAML, "image: nginx", "image: nginx:1.27", 1)},
 		{name: "label changed", data: strings.Replace(webYAML, "app: web", "app: web2", 1)},
 		{name: "annotation added", data: strings.Replace(webYAML, "  labels:", "  annotations: {a: b}\n  labels:", 1)},
-		{name: "default made explicit", data: strings.Replace(webYAML, "spec:\n", "spec:\n  restartPolicy: Always\n", 1)},
+		{name: "default made explicit: the defaulted pod is hashed", data: strings.Replace(webYAML, "spec:\n", "spec:\n  restartPolicy: Always\n", 1), same: true},
 		{name: "different node", data: webYAML, mutate: func(o *Options) { o.NodeName = "node-2" }},
 		{name: "different path", data: webYAML, mutate: func(o *Options) { o.Origin = "/etc/kubernetes/manifests/web2.yaml" }},
 	}

@@ -99,6 +99,14 @@ func problem(line int, fieldPath, format string, args ...any) *Error {
 // identity described by o, and validates the result. The returned pod is
 // new and owned by the caller. Any error is an *Error.
 func Parse(data []byte, o Options) (*v1.Pod, error) {
+	return parse(data, o, metav1.TypeMeta{})
+}
+
+// parse is Parse with the TypeMeta the UID hash sees: empty for a Pod
+// manifest (upstream's conversion to its internal form drops it), the
+// item's own for an item of a PodList (upstream's list conversion keeps
+// it).
+func parse(data []byte, o Options, hashed metav1.TypeMeta) (*v1.Pod, error) {
 	if o.NodeName == "" {
 		return nil, problem(0, "", "node name is empty")
 	}
@@ -117,7 +125,7 @@ func Parse(data []byte, o Options) (*v1.Pod, error) {
 	// manifest gives one.
 	uid := pod.UID
 	if uid == "" {
-		uid = UID(pod, o)
+		uid = uidOf(pod, o, hashed)
 	}
 	makeStatic(pod, uid, o)
 	if errs := validate(pod, name); len(errs) > 0 {

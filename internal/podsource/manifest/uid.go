@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/heartlet/heartlet/internal/podconfig"
@@ -30,8 +31,13 @@ import (
 // testdata/upstream-uids.txt holds UIDs computed by the upstream code; the
 // tests check this function against them.
 func UID(pod *v1.Pod, o Options) types.UID {
+	return uidOf(pod, o, metav1.TypeMeta{})
+}
+
+// uidOf is UID with the TypeMeta upstream's internal pod has: see parse.
+func uidOf(pod *v1.Pod, o Options, tm metav1.TypeMeta) types.UID {
 	cp := *pod
-	cp.TypeMeta.Kind, cp.TypeMeta.APIVersion = "", ""
+	cp.TypeMeta = tm
 	var b bytes.Buffer
 	d := hashDumper{w: &b}
 	d.format(reflect.ValueOf(&cp))

@@ -37,7 +37,7 @@ func TestUIDMatchesUpstream(t *testing.T) {
 		}
 		kind, origin, wantUID, wantName := fields[0], fields[1], fields[2], fields[3]
 		n++
-		t.Run(kind+" "+path.Base(origin), func(t *testing.T) {
+		t.Run(kind+" "+path.Base(origin)+" "+wantName, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join("testdata", "upstream", path.Base(origin)))
 			if err != nil {
 				t.Fatal(err)
@@ -46,9 +46,21 @@ func TestUIDMatchesUpstream(t *testing.T) {
 			if kind == "url" {
 				o.Source = podconfig.SourceHTTP
 			}
-			pod, err := Parse(data, o)
+			pods, err := ParseList(data, o)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if kind == "file" && len(pods) != 1 {
+				t.Fatalf("a file gave %d pods", len(pods))
+			}
+			var pod *v1.Pod
+			for _, p := range pods {
+				if p.Name == wantName {
+					pod = p
+				}
+			}
+			if pod == nil {
+				t.Fatalf("no pod %s", wantName)
 			}
 			if string(pod.UID) != wantUID || pod.Name != wantName {
 				t.Errorf("UID %s name %s, want upstream's %s %s", pod.UID, pod.Name, wantUID, wantName)

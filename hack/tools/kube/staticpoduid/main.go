@@ -23,8 +23,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -112,31 +115,38 @@ func run(node, base, dir string, files []string) error {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			return err
 		}
-		uid, name, err := first(kubetypes.FileSource, func(ctx context.Context, c *kubeletconfig.PodConfig) {
-			kubeletconfig.NewSourceFile(logger, p, types.NodeName(node), time.Hour, c.Channel(ctx, kubetypes.FileSource))
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
+		// A file holds one Pod; a PodList is only served by URL.
+		if !strings.Contains(string(data), "kind: PodList") && !strings.Contains(string(data), `"kind": "PodList"`) {
+			pods, err := first(kubetypes.FileSource, func(ctx context.Context, c *kubeletconfig.PodConfig) {
+				kubeletconfig.NewSourceFile(logger, p, types.NodeName(node), time.Hour, c.Channel(ctx, kubetypes.FileSource))
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			for _, pod := range pods {
+				fmt.Printf("file %s %s %s\n", p, pod.UID, pod.Name)
+			}
 		}
-		fmt.Printf("file %s %s %s\n", p, uid, name)
 
 		target := base + filepath.Base(f)
 		tu, _ := url.Parse(target)
 		served[tu.Path] = p
-		uid, name, err = first(kubetypes.HTTPSource, func(ctx context.Context, c *kubeletconfig.PodConfig) {
+		pods, err := first(kubetypes.HTTPSource, func(ctx context.Context, c *kubeletconfig.PodConfig) {
 			kubeletconfig.NewSourceURL(logger, target, http.Header{}, types.NodeName(node), time.Hour, c.Channel(ctx, kubetypes.HTTPSource))
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", target, err)
 		}
-		fmt.Printf("url %s %s %s\n", target, uid, name)
+		for _, pod := range pods {
+			fmt.Printf("url %s %s %s\n", target, pod.UID, pod.Name)
+		}
 	}
 	return nil
 }
 
-// first starts one source and returns the UID and name of the first pod it
-// delivers.
-func first(source string, start func(context.Context, *kubeletconfig.PodConfig)) (types.UID, string, error) {
+// first starts one source and returns the pods of its first delivery,
+// sorted by name.
+func first(source string, start func(context.Context, *kubeletconfig.PodConfig)) ([]*v1.Pod, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c := kubeletconfig.NewPodConfig(record.NewFakeRecorder(100), nil)
@@ -144,10 +154,11 @@ func first(source string, start func(context.Context, *kubeletconfig.PodConfig))
 	for {
 		select {
 		case <-ctx.Done():
-			return "", "", fmt.Errorf("no pod from the %s source", source)
+			return nil, fmt.Errorf("no pod from the %s source", source)
 		case u := <-c.Updates():
-			for _, p := range u.Pods {
-				return p.UID, p.Name, nil
+			if len(u.Pods) > 0 {
+				sort.Slice(u.Pods, func(i, j int) bool { return u.Pods[i].Name < u.Pods[j].Name })
+				return u.Pods, nil
 			}
 		}
 	}

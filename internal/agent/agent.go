@@ -45,6 +45,7 @@ import (
 	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podsource/apiserver"
 	"github.com/heartlet/heartlet/internal/podsource/file"
+	podhttp "github.com/heartlet/heartlet/internal/podsource/http"
 	"github.com/heartlet/heartlet/internal/podstartup"
 	"github.com/heartlet/heartlet/internal/podsync"
 	"github.com/heartlet/heartlet/internal/podworker"
@@ -123,6 +124,7 @@ type components struct {
 	rotation   *logrotate.Manager
 	desired    *podconfig.Config
 	fileSource *file.Source
+	urlSource  *podhttp.Source
 	apiPods    *apiserver.Source
 	node       *nodestatus.Manager
 	statusSync *status.Syncer
@@ -348,6 +350,7 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 			c.desired.Set(file.SourceName, pods)
 		})
 	}
+	a.buildURLSource(c)
 	if cl != nil {
 		c.sources = append(c.sources, apiserver.SourceName)
 		c.apiPods = apiserver.New(cl.Kube, a.opts.NodeName, func(pods []*v1.Pod) {
@@ -568,6 +571,9 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { return relayProbes(ctx, c.probes, c.workers) })
 	if c.fileSource != nil {
 		g.Go(func() error { return c.fileSource.Run(ctx) })
+	}
+	if c.urlSource != nil {
+		g.Go(func() error { return c.urlSource.Run(ctx) })
 	}
 	g.Go(func() error { return c.volumes.Run(ctx) })
 	g.Go(func() error { return c.rotation.Run(ctx) })

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"path"
@@ -94,6 +95,18 @@ evictionHard:
 			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) { return *kc.HealthzPort, int32(0) }},
 		{"underscores normalize to dashes", []string{"--max_pods=9"},
 			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) { return kc.MaxPods, int32(9) }},
+		{"manifest-url flag", []string{"--manifest-url", "http://10.0.0.1/pods"},
+			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
+				return kc.StaticPodURL, "http://10.0.0.1/pods"
+			}},
+		{"http-check-frequency flag", []string{"--http-check-frequency=5s"},
+			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
+				return kc.HTTPCheckFrequency.Duration, 5 * time.Second
+			}},
+		{"manifest-url-header flag, repeated headers", []string{"--manifest-url-header", "a:hello,b:again,a:world"},
+			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
+				return fmt.Sprint(kc.StaticPodURLHeader), "map[a:[hello world] b:[again]]"
+			}},
 		{"verbosity short flag", []string{"-v", "3"},
 			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
 				return uint32(kc.Logging.Verbosity), uint32(3)
@@ -191,6 +204,11 @@ unknownField: true
 			name: "systemd cgroup driver",
 			args: []string{"--config", "ok.yaml", "--cgroup-driver=systemd"},
 			want: []string{"flag --cgroup-driver: cgroupDriver: Invalid value: \"systemd\": the systemd cgroup driver is not supported yet; use cgroupfs"},
+		},
+		{
+			name: "static pod URL that is not http",
+			args: []string{"--config", "ok.yaml", "--manifest-url=file:///etc/pods"},
+			want: []string{"flag --manifest-url: staticPodURL: Invalid value: \"file:///etc/pods\": must be an http:// or https:// URL"},
 		},
 		{
 			name: "flag-only problems",

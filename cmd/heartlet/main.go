@@ -121,6 +121,9 @@ func (c *command) validate(args []string) int {
 	if msg := config.IgnoredMessage(opts.Ignored); msg != "" {
 		fmt.Fprintln(c.stderr, "warning: "+msg)
 	}
+	for _, w := range opts.Warnings {
+		fmt.Fprintln(c.stderr, "warning: "+w)
+	}
 	out, err := config.MarshalYAML(opts.Config)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "heartlet: %v\n", err)
@@ -154,6 +157,9 @@ func (c *command) serve(ctx context.Context, args []string) int {
 	klog.InfoS("Starting heartlet", "version", info.Version, "gitCommit", info.GitCommit, "gitTreeState", info.GitTreeState, "node", opts.NodeName, "config", opts.ConfigFile)
 	if len(opts.Ignored) > 0 {
 		klog.InfoS(ignoredWarning, "fields", config.IgnoredList(opts.Ignored))
+	}
+	for _, w := range opts.Warnings {
+		klog.InfoS("Warning: "+w)
 	}
 	err = c.runAgent(ctx, opts)
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {

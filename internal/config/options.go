@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,12 @@ type Options struct {
 	ImageCredentialProviderConfig string
 	ImageCredentialProviderBinDir string
 	CredentialProviders           *kubeletconfigv1.CredentialProviderConfig
+	// ConfigDir is --config-dir, made absolute ("" when none).
+	ConfigDir string
+	// Warnings are said once at start and by heartlet validate: flags
+	// heartlet accepts but does not act on, deprecated flags and the field
+	// that replaces them, drop-in files skipped.
+	Warnings []string
 	// Ignored are the fields heartlet does not act on (yet) that the file
 	// or a flag set to a value other than the default; IgnoredMessage
 	// words the warning.
@@ -93,15 +100,17 @@ type env struct {
 	hostname func() (string, error)
 	readFile func(name string) ([]byte, error)
 	abs      func(path string) (string, error)
+	walkDir  func(root string, fn fs.WalkDirFunc) error
 }
 
 func osEnv() env {
-	return env{hostname: os.Hostname, readFile: os.ReadFile, abs: filepath.Abs}
+	return env{hostname: os.Hostname, readFile: os.ReadFile, abs: filepath.Abs, walkDir: filepath.WalkDir}
 }
 
 // cmdline holds the flags that are not KubeletConfiguration fields.
 type cmdline struct {
 	configFile       string
+	configDir        string
 	kubeconfig       string
 	rootDir          string
 	certDir          string
@@ -137,7 +146,7 @@ func load(args []string, e env) (*Options, error) {
 	}
 
 	kc := NewDefault()
-	loc := &locator{file: cl.configFile, flags: map[string]string{}}
+	loc := &locator{file: cl.configFile, flags: map[string]string{}, dropIns: map[string]fileLine{}}
 	var (
 		problems Errors
 		dec      = &decoded{}
@@ -163,6 +172,29 @@ func load(args []string, e env) (*Options, error) {
 		}
 		resolveRelativePaths(kc, filepath.Dir(absFile))
 	}
+	var (
+		warnings  []string
+		configDir string
+	)
+	if cl.configDir != "" {
+		dir, err := e.abs(cl.configDir)
+		if err != nil {
+			return nil, fmt.Errorf("resolving --config-dir %q: %w", cl.configDir, err)
+		}
+		merged, d, skipped, dropProblems, err := mergeDropIns(kc, dir, e, loc)
+		if err != nil {
+			return nil, err
+		}
+		if merged == nil {
+			return nil, dropProblems
+		}
+		kc, problems = merged, append(problems, dropProblems...)
+		configDir = dir
+		dec.bad = append(dec.bad, d.bad...)
+		if len(skipped) > 0 {
+			warnings = append(warnings, fmt.Sprintf("--config-dir: skipped files without the %s suffix: %s", dropInExt, strings.Join(skipped, ", ")))
+		}
+	}
 
 	// The second pass applies the flags over the file, as the kubelet does.
 	fs, flagPaths := newFlagSet(kc, &cmdline{})
@@ -184,6 +216,8 @@ func load(args []string, e env) (*Options, error) {
 		NodeLabels:       cl.nodeLabels,
 		Verbosity:        int(kc.Logging.Verbosity),
 		LogFileMaxSizeMB: cl.logFileMaxSize,
+		Warnings:         warnings,
+		ConfigDir:        configDir,
 	}
 	switch logFile := cl.logFile; {
 	case logFile == "" && cl.logDir != "":
@@ -249,7 +283,7 @@ func load(args []string, e env) (*Options, error) {
 		sortProblems(problems)
 		return nil, problems
 	}
-	opts.Ignored = IgnoredFields(kc, cl.configFile == "", loc.flags)
+	opts.Ignored = IgnoredFields(kc, cl.configFile == "" && cl.configDir == "", loc.flags)
 	return opts, nil
 }
 
@@ -314,6 +348,7 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	fs.BoolVarP(&cl.help, "help", "h", false, "Print this help and exit.")
 	fs.BoolVar(&cl.version, "version", false, "Print the version and exit.")
 	fs.StringVar(&cl.configFile, "config", cl.configFile, "KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file, YAML or JSON. Command-line flags override its values. Relative paths in it are relative to its directory.")
+	fs.StringVar(&cl.configDir, "config-dir", cl.configDir, "Directory of drop-in KubeletConfiguration files (*.conf, in it and below, in lexical order) merged over --config as JSON merge patches; flags still win.")
 	fs.StringVar(&cl.kubeconfig, "kubeconfig", cl.kubeconfig, "Path to a kubeconfig file for the API server. Omit for standalone mode.")
 	fs.StringVar(&cl.rootDir, "root-dir", cl.rootDir, "Directory for heartlet's own files (volumes, plugins, state).")
 	fs.StringVar(&cl.certDir, "cert-dir", cl.certDir, "Directory of the self-signed serving certificate (kubelet.crt, kubelet.key) made when tlsCertFile and tlsPrivateKeyFile are not given; default <root-dir>/pki.")

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -30,6 +31,17 @@ func fakeEnv(files map[string]string, hostname string) env {
 				return path.Clean(p), nil
 			}
 			return path.Join("/work", p), nil
+		},
+		walkDir: func(root string, fn fs.WalkDirFunc) error {
+			m := fstest.MapFS{}
+			for name, data := range files {
+				if path.IsAbs(name) {
+					m[name[1:]] = &fstest.MapFile{Data: []byte(data)}
+				}
+			}
+			return fs.WalkDir(m, strings.TrimPrefix(root, "/"), func(p string, d fs.DirEntry, err error) error {
+				return fn("/"+p, d, err)
+			})
 		},
 	}
 }

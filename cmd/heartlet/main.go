@@ -159,7 +159,7 @@ func (c *command) serve(ctx context.Context, args []string) int {
 		klog.InfoS(ignoredWarning, "fields", config.IgnoredList(opts.Ignored))
 	}
 	for _, w := range opts.Warnings {
-		klog.InfoS("Warning: "+w)
+		klog.InfoS("Configuration warning", "warning", w)
 	}
 	err = c.runAgent(ctx, opts)
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {

@@ -12,9 +12,9 @@ import (
 // patch over the --config file; flags win over all.
 func TestConfigDir(t *testing.T) {
 	files := map[string]string{
-		"/etc/kubelet.yaml": header + "maxPods: 50\nsystemReserved:\n  memory: 1Gi\nclusterDNS: [10.96.0.10]\n",
-		"/etc/kubelet.conf.d/10-a.conf": header + "maxPods: 60\n",
-		"/etc/kubelet.conf.d/20-b.conf": header + "maxPods: 70\nsystemReserved:\n  cpu: 100m\n",
+		"/etc/kubelet.yaml":                 header + "maxPods: 50\nsystemReserved:\n  memory: 1Gi\nclusterDNS: [10.96.0.10]\n",
+		"/etc/kubelet.conf.d/10-a.conf":     header + "maxPods: 60\n",
+		"/etc/kubelet.conf.d/20-b.conf":     header + "maxPods: 70\nsystemReserved:\n  cpu: 100m\n",
 		"/etc/kubelet.conf.d/sub/30-c.conf": header + "clusterDNS: [10.0.0.10]\n",
 		"/etc/kubelet.conf.d/README":        "not a drop-in",
 	}

@@ -258,6 +258,7 @@ func load(args []string, e env) (*Options, error) {
 		opts.CertDir = p
 	}
 	problems = append(problems, loadCredentialProviders(opts, cl, e)...)
+	problems = append(problems, validateNodeLabels(cl.nodeLabels)...)
 	ips, errs := validateNodeIPs(field.NewPath("nodeIP"), cl.nodeIP)
 	for _, fe := range errs {
 		problems = append(problems, &Problem{Flag: "--node-ip", Field: fe})
@@ -456,6 +457,10 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	cfg("register-node", "registerNode")
 	fs.DurationVar(&kc.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", kc.NodeStatusUpdateFrequency.Duration, "How often node status is computed and posted on change (nodeStatusUpdateFrequency).")
 	cfg("node-status-update-frequency", "nodeStatusUpdateFrequency")
+	fs.Var(taintsFlag{&kc.RegisterWithTaints}, "register-with-taints", "Taints the Node is registered with, key=value:Effect separated by commas (registerWithTaints).")
+	cfg("register-with-taints", "registerWithTaints")
+	fs.StringVar(&kc.ProviderID, "provider-id", kc.ProviderID, "Unique identifier of the node in the machine database, e.g. of a cloud provider: Node.spec.providerID (providerID).")
+	cfg("provider-id", "providerID")
 	fs.StringSliceVar(&kc.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", kc.AllowedUnsafeSysctls, "Comma-separated unsafe sysctls or patterns (ending in *) pods may set (allowedUnsafeSysctls).")
 	cfg("allowed-unsafe-sysctls", "allowedUnsafeSysctls")
 	return fs, paths

@@ -125,7 +125,7 @@ var Fields = []FieldSupport{
 	{"makeIPTablesUtilChains", NotYet, "no KUBE-IPTABLES-HINT chain is created"},
 	{"iptablesMasqueradeBit", NoOp, "deprecated upstream, where it no longer has any effect"},
 	{"iptablesDropBit", NoOp, "deprecated upstream, where it no longer has any effect"},
-	{"featureGates", NotYet, "heartlet has no feature gates; names are not checked"},
+	{"featureGates", NotYet, "names are checked against the upstream kubelet v1.37's gates (unknown or locked: an error, as upstream); heartlet acts on none"},
 	{"failSwapOn", Honoured, "heartlet refuses to start while swap is on (/proc/swaps)"},
 	{"memorySwap.swapBehavior", NotYet, "containers' swap is not configured"},
 	{"containerLogMaxSize", Honoured, "container logs are rotated at this size"},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,9 +198,16 @@ func load(args []string, e env) (*Options, error) {
 	}
 
 	// The second pass applies the flags over the file, as the kubelet does.
+	fileGates := maps.Clone(kc.FeatureGates)
 	fs, flagPaths := newFlagSet(kc, &cmdline{})
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("command line: %w", err)
+	}
+	// --feature-gates sets the gates it names and keeps the file's others.
+	for k, v := range fileGates {
+		if _, ok := kc.FeatureGates[k]; !ok {
+			kc.FeatureGates[k] = v
+		}
 	}
 	fs.Visit(func(f *pflag.Flag) {
 		if path, ok := flagPaths[f.Name]; ok {
@@ -259,6 +267,9 @@ func load(args []string, e env) (*Options, error) {
 	}
 	problems = append(problems, loadCredentialProviders(opts, cl, e)...)
 	problems = append(problems, validateNodeLabels(cl.nodeLabels)...)
+	if err := checkFeatureGates(kc.FeatureGates); err != nil {
+		problems = append(problems, loc.locate(field.Invalid(field.NewPath("featureGates"), kc.FeatureGates, err.Error())))
+	}
 	ips, errs := validateNodeIPs(field.NewPath("nodeIP"), cl.nodeIP)
 	for _, fe := range errs {
 		problems = append(problems, &Problem{Flag: "--node-ip", Field: fe})
@@ -457,6 +468,8 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	cfg("register-node", "registerNode")
 	fs.DurationVar(&kc.NodeStatusUpdateFrequency.Duration, "node-status-update-frequency", kc.NodeStatusUpdateFrequency.Duration, "How often node status is computed and posted on change (nodeStatusUpdateFrequency).")
 	cfg("node-status-update-frequency", "nodeStatusUpdateFrequency")
+	fs.Var(cliflag.NewMapStringBool(&kc.FeatureGates), "feature-gates", "Feature gates of the upstream kubelet v1.37, key=true|false separated by commas; unknown names and locked gates are refused, and heartlet acts on none (featureGates).")
+	cfg("feature-gates", "featureGates")
 	fs.Var(taintsFlag{&kc.RegisterWithTaints}, "register-with-taints", "Taints the Node is registered with, key=value:Effect separated by commas (registerWithTaints).")
 	cfg("register-with-taints", "registerWithTaints")
 	fs.StringVar(&kc.ProviderID, "provider-id", kc.ProviderID, "Unique identifier of the node in the machine database, e.g. of a cloud provider: Node.spec.providerID (providerID).")

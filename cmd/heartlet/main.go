@@ -35,11 +35,21 @@ func main() {
 
 // runAgent builds the agent from opts and runs it until ctx is done.
 func runAgent(ctx context.Context, opts *config.Options) error {
+	ctx, release, err := holdLockFile(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer release()
 	a, err := agent.New(opts)
 	if err != nil {
 		return fmt.Errorf("building the agent: %w", err)
 	}
-	return a.Run(ctx)
+	err = a.Run(ctx)
+	if errors.Is(context.Cause(ctx), errLockContention) {
+		// As upstream: the node agent taking over is expected.
+		return nil
+	}
+	return err
 }
 
 // command is one invocation of heartlet, with its outputs and the agent

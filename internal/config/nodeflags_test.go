@@ -82,3 +82,14 @@ func TestRegisterWithTaints(t *testing.T) {
 		t.Errorf("providerID %q", opts.Config.ProviderID)
 	}
 }
+
+func TestLockFileFlags(t *testing.T) {
+	e := fakeEnv(nil, "node-a")
+	opts := mustLoad(t, e, "--lock-file", "run/kubelet.lock", "--exit-on-lock-contention")
+	if opts.LockFile != "/work/run/kubelet.lock" || !opts.ExitOnLockContention {
+		t.Errorf("LockFile %q ExitOnLockContention %v", opts.LockFile, opts.ExitOnLockContention)
+	}
+	if _, err := load([]string{"--exit-on-lock-contention"}, e); err == nil || !strings.Contains(err.Error(), "no lock file specified") {
+		t.Errorf("--exit-on-lock-contention alone: %v", err)
+	}
+}

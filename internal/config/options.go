@@ -62,6 +62,12 @@ type Options struct {
 	ImageCredentialProviderConfig string
 	ImageCredentialProviderBinDir string
 	CredentialProviders           *kubeletconfigv1.CredentialProviderConfig
+	// LockFile is --lock-file, made absolute ("" when none): heartlet holds
+	// an exclusive flock on it while it runs.
+	LockFile string
+	// ExitOnLockContention is --exit-on-lock-contention: heartlet exits
+	// when another process opens LockFile.
+	ExitOnLockContention bool
 	// ConfigDir is --config-dir, made absolute ("" when none).
 	ConfigDir string
 	// Warnings are said once at start and by heartlet validate: flags
@@ -112,6 +118,8 @@ func osEnv() env {
 type cmdline struct {
 	configFile       string
 	configDir        string
+	lockFile         string
+	exitOnLock       bool
 	kubeconfig       string
 	rootDir          string
 	certDir          string
@@ -267,6 +275,17 @@ func load(args []string, e env) (*Options, error) {
 	}
 	problems = append(problems, loadCredentialProviders(opts, cl, e)...)
 	problems = append(problems, validateNodeLabels(cl.nodeLabels)...)
+	if cl.lockFile != "" {
+		p, err := e.abs(cl.lockFile)
+		if err != nil {
+			return nil, fmt.Errorf("resolving --lock-file %q: %w", cl.lockFile, err)
+		}
+		opts.LockFile = p
+	}
+	opts.ExitOnLockContention = cl.exitOnLock
+	if cl.exitOnLock && cl.lockFile == "" {
+		problems = append(problems, &Problem{Flag: "--exit-on-lock-contention", Field: field.Required(field.NewPath("lockFile"), "cannot exit on lock file contention: no lock file specified (--lock-file)")})
+	}
 	if err := checkFeatureGates(kc.FeatureGates); err != nil {
 		problems = append(problems, loc.locate(field.Invalid(field.NewPath("featureGates"), kc.FeatureGates, err.Error())))
 	}
@@ -361,6 +380,8 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	fs.BoolVar(&cl.version, "version", false, "Print the version and exit.")
 	fs.StringVar(&cl.configFile, "config", cl.configFile, "KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file, YAML or JSON. Command-line flags override its values. Relative paths in it are relative to its directory.")
 	fs.StringVar(&cl.configDir, "config-dir", cl.configDir, "Directory of drop-in KubeletConfiguration files (*.conf, in it and below, in lexical order) merged over --config as JSON merge patches; flags still win.")
+	fs.StringVar(&cl.lockFile, "lock-file", cl.lockFile, "File heartlet holds an exclusive lock (flock) on while it runs; it waits for the lock at start.")
+	fs.BoolVar(&cl.exitOnLock, "exit-on-lock-contention", cl.exitOnLock, "Exit when another process opens --lock-file (a node agent about to take over).")
 	fs.StringVar(&cl.kubeconfig, "kubeconfig", cl.kubeconfig, "Path to a kubeconfig file for the API server. Omit for standalone mode.")
 	fs.StringVar(&cl.rootDir, "root-dir", cl.rootDir, "Directory for heartlet's own files (volumes, plugins, state).")
 	fs.StringVar(&cl.certDir, "cert-dir", cl.certDir, "Directory of the self-signed serving certificate (kubelet.crt, kubelet.key) made when tlsCertFile and tlsPrivateKeyFile are not given; default <root-dir>/pki.")

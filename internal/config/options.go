@@ -120,6 +120,12 @@ type cmdline struct {
 	configDir        string
 	lockFile         string
 	exitOnLock       bool
+	// Upstream flag-only settings heartlet warns about or refuses.
+	bootstrapKubeconfig string
+	cloudProvider       string
+	runOnce             bool
+	runtimeCgroups      string
+	deprecated          []string
 	kubeconfig       string
 	rootDir          string
 	certDir          string
@@ -275,6 +281,13 @@ func load(args []string, e env) (*Options, error) {
 	}
 	problems = append(problems, loadCredentialProviders(opts, cl, e)...)
 	problems = append(problems, validateNodeLabels(cl.nodeLabels)...)
+	flagWarnings, flagProblems := flagOnlyWarnings(fs, cl, func() bool {
+		_, err := e.readFile(cl.kubeconfig)
+		return err == nil
+	})
+	problems = append(problems, flagProblems...)
+	opts.Warnings = append(opts.Warnings, configFlagWarnings(fs, flagPaths)...)
+	opts.Warnings = append(opts.Warnings, flagWarnings...)
 	if cl.lockFile != "" {
 		p, err := e.abs(cl.lockFile)
 		if err != nil {
@@ -497,6 +510,7 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	cfg("provider-id", "providerID")
 	fs.StringSliceVar(&kc.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", kc.AllowedUnsafeSysctls, "Comma-separated unsafe sysctls or patterns (ending in *) pods may set (allowedUnsafeSysctls).")
 	cfg("allowed-unsafe-sysctls", "allowedUnsafeSysctls")
+	addUpstreamFlags(fs, kc, cl, cfg)
 	return fs, paths
 }
 

@@ -116,25 +116,25 @@ func osEnv() env {
 
 // cmdline holds the flags that are not KubeletConfiguration fields.
 type cmdline struct {
-	configFile       string
-	configDir        string
-	lockFile         string
-	exitOnLock       bool
+	configFile string
+	configDir  string
+	lockFile   string
+	exitOnLock bool
 	// Upstream flag-only settings heartlet warns about or refuses.
 	bootstrapKubeconfig string
 	cloudProvider       string
 	runOnce             bool
 	runtimeCgroups      string
 	deprecated          []string
-	kubeconfig       string
-	rootDir          string
-	certDir          string
-	hostnameOverride string
-	nodeIP           string
-	nodeLabels       map[string]string
-	logFile          string
-	logDir           string
-	logFileMaxSize   int
+	kubeconfig          string
+	rootDir             string
+	certDir             string
+	hostnameOverride    string
+	nodeIP              string
+	nodeLabels          map[string]string
+	logFile             string
+	logDir              string
+	logFileMaxSize      int
 	// The image credential provider plugins.
 	credentialProviderConfig string
 	credentialProviderBinDir string

@@ -240,7 +240,9 @@ func fieldInvalid(path string, value any, detail string) *field.Error {
 // reservedMemoryFlag is --reserved-memory: NUMA node reservations
 // separated by ";", each "node:resource=quantity,...", as upstream's
 // flag reads them.
-type reservedMemoryFlag struct{ value *[]kubeletv1beta1.MemoryReservation }
+type reservedMemoryFlag struct {
+	value *[]kubeletv1beta1.MemoryReservation
+}
 
 func (f reservedMemoryFlag) Type() string { return "reserved-memory" }
 

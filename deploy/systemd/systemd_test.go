@@ -142,8 +142,13 @@ func TestKubeadmFlags(t *testing.T) {
 		{"--container-runtime-endpoint=unix:///run/containerd/containerd.sock", true},
 		{"--node-ip=10.0.0.1", true},
 		{"--hostname-override=node-a", true},
+		// Gone from the upstream kubelet v1.37 too.
 		{"--pod-infra-container-image=registry.k8s.io/pause:3.10", false},
-		{"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", false},
+		// Known: refused without an existing --kubeconfig (no TLS
+		// bootstrap yet), a warning with one.
+		{"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", true},
+		{"--node-labels=node.kubernetes.io/worker=", true},
+		{"--register-with-taints=node-role.kubernetes.io/control-plane:NoSchedule", true},
 	}
 	if len(dropInFlags) != 2 {
 		t.Fatalf("drop-in flags %q, want --kubeconfig and --config", dropInFlags)

@@ -131,6 +131,13 @@ func parse(data []byte, o Options, hashed metav1.TypeMeta) (*v1.Pod, error) {
 	if errs := validate(pod, name); len(errs) > 0 {
 		return nil, loc.toError(errs)
 	}
+	// As upstream, after validation: a static pod may not need the API.
+	switch what, err := apiReference(pod); {
+	case err != nil:
+		return nil, problem(0, "", "%v", err)
+	case what != "":
+		return nil, problem(0, "", "static pods may not reference %s", what)
+	}
 	return pod, nil
 }
 

@@ -412,10 +412,12 @@ spec:
       limits: {memory: 128Mi}
       requests: {memory: 64Mi}
 `
-	pod, err := Parse([]byte(data), testOpts)
+	// Defaults alone: a static pod may not use the configMap volume.
+	pod, _, _, err := Decode([]byte(data))
 	if err != nil {
-		t.Fatalf("Parse: %v", err)
+		t.Fatalf("Decode: %v", err)
 	}
+	SetDefaults(pod)
 	app := pod.Spec.Containers[0]
 	init := pod.Spec.InitContainers[0]
 	checks := []struct {
@@ -449,6 +451,45 @@ spec:
 	}
 	if q := resource.MustParse("128Mi"); !app.Resources.Limits.Memory().Equal(q) {
 		t.Errorf("limit changed to %v", app.Resources.Limits.Memory())
+	}
+}
+
+// TestAPIReferencesRefused checks upstream's rule (pkg/api/pod,
+// HasAPIObjectReference, applied by pkg/kubelet/config): a static pod that
+// needs an API object is refused, naming the kind.
+func TestAPIReferencesRefused(t *testing.T) {
+	const head = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+	const c = "  containers:\n  - name: c\n    image: i\n"
+	tests := []struct {
+		name, spec, want string
+	}{
+		{"service account", "  serviceAccountName: sa\n" + c, "static pods may not reference serviceaccounts"},
+		{"old service account field", "  serviceAccount: sa\n" + c, "static pods may not reference serviceaccounts"},
+		{"image pull secret", "  imagePullSecrets: [{name: s}]\n" + c, "static pods may not reference secrets"},
+		{"secret env", "  containers:\n  - name: c\n    image: i\n    env: [{name: A, valueFrom: {secretKeyRef: {name: s, key: k}}}]\n", "may not reference secrets"},
+		{"secret envFrom in an init container", "  initContainers:\n  - name: i\n    image: i\n    envFrom: [{secretRef: {name: s}}]\n" + c, "may not reference secrets"},
+		{"configmap env", "  containers:\n  - name: c\n    image: i\n    env: [{name: A, valueFrom: {configMapKeyRef: {name: m, key: k}}}]\n", "may not reference configmaps"},
+		{"secret volume", "  volumes: [{name: v, secret: {secretName: s}}]\n" + c, "may not reference secrets"},
+		{"configmap volume", "  volumes: [{name: v, configMap: {name: m}}]\n" + c, "may not reference configmaps"},
+		{"pvc", "  volumes: [{name: v, persistentVolumeClaim: {claimName: x}}]\n" + c, "may not reference persistentvolumeclaims"},
+		{"csi", "  volumes: [{name: v, csi: {driver: d}}]\n" + c, "may not reference csidrivers (via CSI volumes)"},
+		{"projected token", "  volumes: [{name: v, projected: {sources: [{serviceAccountToken: {path: t}}]}}]\n" + c, "may not reference serviceaccounts (via projected volumes)"},
+		{"projected downward API is fine", "  volumes: [{name: v, projected: {sources: [{downwardAPI: {items: [{path: l, fieldRef: {fieldPath: metadata.labels}}]}}]}}]\n" + c, ""},
+		{"hostPath and emptyDir are fine", "  volumes: [{name: a, hostPath: {path: /x}}, {name: b, emptyDir: {}}]\n" + c, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(head+tt.spec), testOpts)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
 	}
 }
 

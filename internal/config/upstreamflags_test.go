@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // TestEveryUpstreamFlagAccepted checks that every flag of the upstream
@@ -129,4 +132,34 @@ func TestUpstreamFlagOnly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzFlagValues feeds the flag values heartlet parses itself: what one
+// accepts must print back to a value it accepts again with the same
+// meaning.
+func FuzzFlagValues(f *testing.F) {
+	f.Add("a=b:NoSchedule,c:NoExecute")
+	f.Add("0:memory=1Gi,hugepages-1M=2Gi;1:memory=2Gi")
+	f.Add(":;=,")
+	f.Fuzz(func(t *testing.T, s string) {
+		var taints []v1.Taint
+		tf := taintsFlag{&taints}
+		if tf.Set(s) == nil {
+			var again []v1.Taint
+			if err := (taintsFlag{&again}).Set(tf.String()); err != nil && len(taints) > 0 {
+				t.Fatalf("taints %q print as %q, which is refused: %v", s, tf.String(), err)
+			}
+		}
+		var mem []kubeletv1beta1.MemoryReservation
+		mf := reservedMemoryFlag{&mem}
+		if mf.Set(s) == nil {
+			var again []kubeletv1beta1.MemoryReservation
+			if err := (reservedMemoryFlag{&again}).Set(mf.String()); err != nil {
+				t.Fatalf("reserved memory %q prints as %q, which is refused: %v", s, mf.String(), err)
+			}
+			if len(again) != len(mem) {
+				t.Fatalf("reserved memory %q: %d reservations, %d after printing", s, len(mem), len(again))
+			}
+		}
+	})
 }

@@ -107,3 +107,27 @@ func FuzzParseList(f *testing.F) {
 		}
 	})
 }
+
+// TestNoExecuteTolerationForFilesOnly checks upstream's rule
+// (pkg/kubelet/config, applyDefaults): a file's static pods tolerate every
+// NoExecute taint, a URL's do not get that toleration.
+func TestNoExecuteTolerationForFilesOnly(t *testing.T) {
+	tolerates := func(o Options) bool {
+		pod, err := Parse([]byte(webYAML), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range pod.Spec.Tolerations {
+			if tl.Key == "" && tl.Operator == "Exists" && tl.Effect == "NoExecute" {
+				return true
+			}
+		}
+		return false
+	}
+	if !tolerates(testOpts) {
+		t.Error("a file's pod does not tolerate NoExecute taints")
+	}
+	if tolerates(urlOpts) {
+		t.Error("a URL's pod tolerates every NoExecute taint")
+	}
+}

@@ -1,5 +1,5 @@
 // Package manifest turns the text of one static pod manifest (YAML or JSON)
-// into the v1.Pod heartlet runs: strict decoding, the API server's defaults
+// into the v1.Pod heartlet runs: decoding, the API server's defaults
 // the node agent relies on, the static pod identity (UID, name suffix,
 // config annotations) and validation of whatever would make the pod
 // impossible to run.
@@ -40,7 +40,9 @@ type Options struct {
 	// Origin is the file path (or URL) of the manifest; part of the UID.
 	Origin string
 	// Source is the value of the kubernetes.io/config.source annotation,
-	// e.g. podconfig.SourceFile; part of the UID.
+	// podconfig.SourceFile or podconfig.SourceHTTP; it decides how the UID
+	// covers the origin (with the node name for a file, alone for a URL)
+	// and whether the pod tolerates every NoExecute taint (a file's does).
 	Source string
 	// Seen is written as the kubernetes.io/config.seen annotation when not
 	// zero. It is not part of the UID.
@@ -319,7 +321,10 @@ func makeStatic(pod *v1.Pod, uid types.UID, o Options) {
 	} else {
 		delete(pod.Annotations, podconfig.AnnotationConfigSeen)
 	}
-	tolerateAllNoExecute(pod)
+	if o.Source != podconfig.SourceHTTP {
+		// As upstream, only for a file's pods.
+		tolerateAllNoExecute(pod)
+	}
 	pod.Status = v1.PodStatus{Phase: v1.PodPending}
 }
 

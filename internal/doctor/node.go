@@ -33,6 +33,9 @@ func (c checker) config(context.Context) []Result {
 	if msg := config.IgnoredMessage(o.Ignored); msg != "" {
 		rs = append(rs, warn("remove these settings, or accept that they have no effect (docs/configuration.md)", "%s", msg))
 	}
+	for _, w := range o.Warnings {
+		rs = append(rs, warn("see docs/configuration.md", "%s", w))
+	}
 	return rs
 }
 

@@ -17,6 +17,10 @@ func TestConfigCheck(t *testing.T) {
 	opts.Ignored = []config.Ignored{{Path: "imageGCHighThresholdPercent", Value: "90"}}
 	c = checker{Inputs{Opts: opts}}
 	expect(t, c.config(context.Background()), OK, "is valid", Warning, "imageGCHighThresholdPercent")
+	opts = testOpts(t)
+	opts.Warnings = []string{"flag --max-pods is deprecated as upstream: set maxPods in the --config file instead"}
+	c = checker{Inputs{Opts: opts}}
+	expect(t, c.config(context.Background()), OK, "is valid", Warning, "flag --max-pods is deprecated")
 }
 
 func TestStaticPods(t *testing.T) {

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -96,17 +97,23 @@ func TestClusterStaticPodSources(t *testing.T) {
 		"--http-check-frequency", "2s")
 	h.run("cluster mode", args...)
 	waitNodeSchedulable(t, h)
-	// While heartlet runs: the sources empty, so the mirror pods go.
+	// While heartlet runs: the sources empty, so the pods stop and are
+	// removed, and their mirror pods go.
 	t.Cleanup(func() {
 		_ = os.Remove(file)
 		body.Store([]byte{})
+		c := newCRI(t)
 		for _, name := range []string{fileMirror, urlMirror} {
-			waitFor(t, podRemoveTimeout, "mirror pod "+name+" to be deleted", func() (bool, string) {
+			waitFor(t, podRemoveTimeout, "pod "+name+" to be removed with its mirror pod", func() (bool, string) {
 				p, err := getAPIPod(name)
 				if err != nil {
 					return false, err.Error()
 				}
-				return p == nil, "still present"
+				n, err := c.countPodObjects(name)
+				if err != nil {
+					return false, err.Error()
+				}
+				return p == nil && n == 0, fmt.Sprintf("mirror pod present %v, %d sandboxes and containers", p != nil, n)
 			})
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	nethttp "net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -60,16 +61,21 @@ func (s *server) set(status int, body string) {
 	s.status, s.body = status, body
 }
 
-// sink records deliveries.
+// sink records deliveries and signals each on notify.
 type sink struct {
-	mu   sync.Mutex
-	sets [][]*v1.Pod
+	mu     sync.Mutex
+	sets   [][]*v1.Pod
+	notify chan struct{}
 }
 
 func (k *sink) put(pods []*v1.Pod) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	k.sets = append(k.sets, pods)
+	k.mu.Unlock()
+	select {
+	case k.notify <- struct{}{}:
+	default:
+	}
 }
 
 func (k *sink) count() int {
@@ -97,7 +103,7 @@ func names(pods []*v1.Pod) string {
 
 func newSource(t *testing.T, srv *server, header map[string][]string) (*Source, *sink, *clocktesting.FakeClock) {
 	t.Helper()
-	k := &sink{}
+	k := &sink{notify: make(chan struct{}, 1)}
 	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	s := New(Config{URL: srv.srv.URL + "/pods", Header: header, NodeName: node, Period: 20 * time.Second, Sink: k.put, Client: srv.client, Clock: fc})
 	return s, k, fc
@@ -196,26 +202,29 @@ func TestRun(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 
-	waitFor := func(what string, cond func() bool) {
+	// waitDelivery waits for the sink to have n deliveries.
+	waitDelivery := func(n int) {
 		t.Helper()
 		deadline := time.After(10 * time.Second)
-		for !cond() {
+		for k.count() < n {
 			select {
+			case <-k.notify:
 			case <-deadline:
-				t.Fatalf("timed out waiting for %s", what)
-			case <-time.After(5 * time.Millisecond):
+				t.Fatalf("timed out waiting for delivery %d", n)
 			}
 		}
 	}
-	waitFor("the first read", func() bool { return k.count() == 1 })
+	waitDelivery(1)
 	srv.set(nethttp.StatusOK, podYAML("web", "nginx:2"))
-	waitFor("the ticker", fc.HasWaiters)
+	for !fc.HasWaiters() {
+		runtime.Gosched()
+	}
 	fc.Step(19 * time.Second)
 	if k.count() != 1 {
 		t.Fatal("read again before the period")
 	}
 	fc.Step(time.Second)
-	waitFor("the second read", func() bool { return k.count() == 2 })
+	waitDelivery(2)
 	if img := k.latest()[0].Spec.Containers[0].Image; img != "nginx:2" {
 		t.Errorf("image %s after the change", img)
 	}

@@ -125,7 +125,6 @@ type cmdline struct {
 	cloudProvider       string
 	runOnce             bool
 	runtimeCgroups      string
-	deprecated          []string
 	kubeconfig          string
 	rootDir             string
 	certDir             string

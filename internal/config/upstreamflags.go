@@ -167,7 +167,6 @@ func addUpstreamFlags(fs *pflag.FlagSet, kc *kubeletv1beta1.KubeletConfiguration
 		case "bool":
 			fs.Bool(d.name, false, d.usage)
 		}
-		cl.deprecated = append(cl.deprecated, d.name)
 	}
 }
 

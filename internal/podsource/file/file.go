@@ -17,7 +17,8 @@
 //     debounce, and by a full rescan every resync period as a safety net
 //     (e.g. for a symlink whose target changes outside the directory).
 //   - Unknown or duplicated fields do not reject a manifest (as upstream);
-//     they are logged once per distinct content and reported by Warnings.
+//     they, and upstream's warnings about a static pod's priority, are
+//     logged once per distinct content and reported by Warnings.
 //   - A malformed file is logged once per distinct content and reported by
 //     Errors; it never disturbs the pods of other files. When a file that
 //     held a valid pod becomes malformed (including a half-written save),
@@ -145,7 +146,7 @@ func (s *Source) Errors() map[string]string {
 }
 
 // Warnings returns, for each manifest file accepted with warnings (unknown
-// or duplicated fields), the warnings of its current content.
+// or duplicated fields, priority), the warnings of its current content.
 func (s *Source) Warnings() map[string][]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -413,7 +414,7 @@ func (s *Source) load(ctx context.Context, path string) (st *fileState, ok bool)
 	})
 	s.setWarnings(path, warnings)
 	if len(warnings) > 0 {
-		logger.Info("Static pod manifest has fields that are ignored or repeated", "file", path, "warnings", warnings)
+		logger.Info("Static pod manifest has warnings", "file", path, "warnings", warnings)
 	}
 	if err != nil {
 		st.pod, st.err = nil, fmt.Errorf("static pod manifest %s: %w", path, err)

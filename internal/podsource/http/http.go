@@ -186,7 +186,7 @@ func (s *Source) read(ctx context.Context) error {
 		Source:   SourceName,
 		Seen:     s.cfg.Clock.Now(),
 		Warn: func(p manifest.Problem) {
-			logger.Info("Static pod from URL has a field that is ignored or repeated", "warning", p.String())
+			logger.Info("Static pod from URL has a warning", "warning", p.String())
 		},
 	})
 	// As upstream, a body is decoded once: a bad one is not read again

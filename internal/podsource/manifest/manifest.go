@@ -48,7 +48,8 @@ type Options struct {
 	// zero. It is not part of the UID.
 	Seen time.Time
 	// Warn, when not nil, is called for every problem that does not reject
-	// the manifest: an unknown field or a field given twice.
+	// the manifest: an unknown field, a field given twice, a priority
+	// upstream warns about.
 	Warn func(Problem)
 }
 
@@ -132,6 +133,9 @@ func parse(data []byte, o Options, hashed metav1.TypeMeta) (*v1.Pod, error) {
 	makeStatic(pod, uid, o)
 	if errs := validate(pod, name); len(errs) > 0 {
 		return nil, loc.toError(errs)
+	}
+	if w := priorityWarning(&pod.Spec); w != "" && o.Warn != nil {
+		o.Warn(Problem{Line: loc.Line("spec.priorityClassName"), Field: "spec.priority", Detail: w})
 	}
 	// As upstream, after validation: a static pod may not need the API.
 	switch what, err := apiReference(pod); {
@@ -293,6 +297,25 @@ func lineAt(data []byte, off int) int {
 		off = 0
 	}
 	return bytes.Count(data[:off], []byte("\n")) + 1
+}
+
+// nodeCriticalPriority is the priority of system-node-critical.
+const nodeCriticalPriority = 2000001000
+
+// priorityWarning says, as upstream warns, when a static pod's priority and
+// priorityClassName do not agree with each other or with
+// system-node-critical (its mirror pod may then fail to be created, or be
+// evicted in vain).
+func priorityWarning(spec *v1.PodSpec) string {
+	switch {
+	case spec.Priority == nil && spec.PriorityClassName != "":
+		return "static pod has priorityClassName and nil priority: priorityClassName is not used, and mirror pod creation may fail"
+	case spec.Priority != nil && spec.PriorityClassName == "":
+		return "static pod has priority without priorityClassName: mirror pod creation may fail if the default priority class does not match the given priority"
+	case spec.Priority != nil && (*spec.Priority != nodeCriticalPriority || spec.PriorityClassName != "system-node-critical"):
+		return fmt.Sprintf("static pod has a priority other than %d or a priorityClassName other than system-node-critical: its mirror pod may be evicted in vain", nodeCriticalPriority)
+	}
+	return ""
 }
 
 // StaticName returns the name a static pod called name gets on node

@@ -521,3 +521,31 @@ func TestSplitPathAndLine(t *testing.T) {
 		t.Error("nil locator found a line")
 	}
 }
+
+// TestPriorityWarning checks upstream's warnings about a static pod's
+// priority (pkg/kubelet/config, getStaticPodPriorityWarning).
+func TestPriorityWarning(t *testing.T) {
+	const head = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: i}]\n"
+	for _, tc := range []struct {
+		spec, want string
+	}{
+		{"", ""},
+		{"  priorityClassName: system-node-critical\n  priority: 2000001000\n", ""},
+		{"  priorityClassName: system-node-critical\n", "priorityClassName and nil priority"},
+		{"  priority: 5\n", "priority without priorityClassName"},
+		{"  priorityClassName: system-cluster-critical\n  priority: 2000000000\n", "a priority other than 2000001000"},
+	} {
+		var got []string
+		o := testOpts
+		o.Warn = func(p Problem) { got = append(got, p.String()) }
+		if _, err := Parse([]byte(head+tc.spec), o); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tc.want == "" && len(got) != 0:
+			t.Errorf("%q: warnings %q, want none", tc.spec, got)
+		case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+			t.Errorf("%q: warnings %q, want one containing %q", tc.spec, got, tc.want)
+		}
+	}
+}

@@ -35,11 +35,21 @@ func main() {
 
 // runAgent builds the agent from opts and runs it until ctx is done.
 func runAgent(ctx context.Context, opts *config.Options) error {
+	ctx, release, err := holdLockFile(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer release()
 	a, err := agent.New(opts)
 	if err != nil {
 		return fmt.Errorf("building the agent: %w", err)
 	}
-	return a.Run(ctx)
+	err = a.Run(ctx)
+	if errors.Is(context.Cause(ctx), errLockContention) {
+		// As upstream: the node agent taking over is expected.
+		return nil
+	}
+	return err
 }
 
 // command is one invocation of heartlet, with its outputs and the agent
@@ -121,6 +131,9 @@ func (c *command) validate(args []string) int {
 	if msg := config.IgnoredMessage(opts.Ignored); msg != "" {
 		fmt.Fprintln(c.stderr, "warning: "+msg)
 	}
+	for _, w := range opts.Warnings {
+		fmt.Fprintln(c.stderr, "warning: "+w)
+	}
 	out, err := config.MarshalYAML(opts.Config)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "heartlet: %v\n", err)
@@ -154,6 +167,9 @@ func (c *command) serve(ctx context.Context, args []string) int {
 	klog.InfoS("Starting heartlet", "version", info.Version, "gitCommit", info.GitCommit, "gitTreeState", info.GitTreeState, "node", opts.NodeName, "config", opts.ConfigFile)
 	if len(opts.Ignored) > 0 {
 		klog.InfoS(ignoredWarning, "fields", config.IgnoredList(opts.Ignored))
+	}
+	for _, w := range opts.Warnings {
+		klog.InfoS("Configuration warning", "warning", w)
 	}
 	err = c.runAgent(ctx, opts)
 	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {

@@ -88,6 +88,8 @@ cgroupDriver: systemdd
 			name:       "flags override the file",
 			args:       []string{"validate", "--config", good, "--max-pods", "30", "--hostname-override=node-a"},
 			wantStdout: []string{"\nmaxPods: 30\n"},
+			// As upstream, a configuration flag is deprecated.
+			wantStderr: []string{"warning: flag --max-pods is deprecated as upstream: set maxPods in the --config file instead\n"},
 		},
 		{
 			name:       "no file uses the command-line defaults",
@@ -254,15 +256,16 @@ func TestIgnoredFieldsWarning(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 		}
-		if r.stderr != "warning: "+want+"\n" {
-			t.Errorf("stderr = %q\nwant one line: %q", r.stderr, "warning: "+want)
+		const deprecated = "warning: flag --fail-swap-on is deprecated as upstream: set failSwapOn in the --config file instead\n"
+		if r.stderr != "warning: "+want+"\n"+deprecated {
+			t.Errorf("stderr = %q\nwant the ignored fields in one line, then the deprecated flag: %q", r.stderr, "warning: "+want+"\n"+deprecated)
 		}
 		if !strings.Contains(r.stdout, "\npodPidsLimit: 100\n") || strings.Contains(r.stdout, "warning") {
 			t.Errorf("stdout is not the effective configuration alone:\n%s", r.stdout)
 		}
 	})
 	t.Run("validate without ignored fields warns of nothing", func(t *testing.T) {
-		r := runCommand(t, "validate", "--config", writeFile(t, "good.yaml", validConfig), "--fail-swap-on=true", "--hostname-override=node-a")
+		r := runCommand(t, "validate", "--config", writeFile(t, "good.yaml", validConfig), "--hostname-override=node-a")
 		if r.code != 0 || r.stderr != "" {
 			t.Errorf("exit %d, stderr %q", r.code, r.stderr)
 		}

@@ -139,7 +139,10 @@ func TestKubeadmFlags(t *testing.T) {
 		{"--container-runtime-endpoint=unix:///run/containerd/containerd.sock", true},
 		{"--node-ip=10.0.0.1", true},
 		{"--hostname-override=node-a", true},
+		// Gone from the upstream kubelet v1.37 too.
 		{"--pod-infra-container-image=registry.k8s.io/pause:3.10", false},
+		{"--node-labels=node.kubernetes.io/worker=", true},
+		{"--register-with-taints=node-role.kubernetes.io/control-plane:NoSchedule", true},
 	}
 	if len(dropInFlags) != 3 {
 		t.Fatalf("drop-in flags %q, want --bootstrap-kubeconfig, --kubeconfig and --config", dropInFlags)

@@ -47,6 +47,7 @@ import (
 	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podsource/apiserver"
 	"github.com/heartlet/heartlet/internal/podsource/file"
+	podhttp "github.com/heartlet/heartlet/internal/podsource/http"
 	"github.com/heartlet/heartlet/internal/podstartup"
 	"github.com/heartlet/heartlet/internal/podsync"
 	"github.com/heartlet/heartlet/internal/podworker"
@@ -125,6 +126,7 @@ type components struct {
 	rotation   *logrotate.Manager
 	desired    *podconfig.Config
 	fileSource *file.Source
+	urlSource  *podhttp.Source
 	apiPods    *apiserver.Source
 	node       *nodestatus.Manager
 	statusSync *status.Syncer
@@ -169,8 +171,8 @@ func (a *Agent) checkHost() error {
 	if p := cfg.StaticPodPath; p != "" {
 		if fi, err := os.Stat(p); err != nil {
 			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: %w", p, err)
-		} else if !fi.IsDir() {
-			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: not a directory", p)
+		} else if !fi.IsDir() && !fi.Mode().IsRegular() {
+			return fmt.Errorf("static pod path (staticPodPath / --pod-manifest-path) %s: neither a directory nor a regular file", p)
 		}
 	}
 	failSwapOn := cfg.FailSwapOn == nil || *cfg.FailSwapOn
@@ -368,6 +370,7 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 			c.desired.Set(file.SourceName, pods)
 		})
 	}
+	a.buildURLSource(c)
 	if cl != nil {
 		c.sources = append(c.sources, apiserver.SourceName)
 		c.apiPods = apiserver.New(cl.Kube, a.opts.NodeName, func(pods []*v1.Pod) {
@@ -588,6 +591,9 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { return relayProbes(ctx, c.probes, c.workers) })
 	if c.fileSource != nil {
 		g.Go(func() error { return c.fileSource.Run(ctx) })
+	}
+	if c.urlSource != nil {
+		g.Go(func() error { return c.urlSource.Run(ctx) })
 	}
 	g.Go(func() error { return c.volumes.Run(ctx) })
 	g.Go(func() error { return c.rotation.Run(ctx) })

@@ -70,9 +70,10 @@ func (e Errors) Error() string {
 // locator attributes field errors to the flag or file line that set the
 // field.
 type locator struct {
-	file  string
-	lines map[string]int    // field path -> line in file
-	flags map[string]string // field path -> flag that overrode it
+	file    string
+	lines   map[string]int      // field path -> line in file
+	flags   map[string]string   // field path -> flag that overrode it
+	dropIns map[string]fileLine // field path -> drop-in that overrode file
 }
 
 // locate wraps fe in a Problem that names the flag or line of its field or
@@ -81,6 +82,11 @@ func (l *locator) locate(fe *field.Error) *Problem {
 	for p := fe.Field; p != ""; p = parentPath(p) {
 		if flag, ok := l.flags[p]; ok {
 			return &Problem{Flag: flag, Field: fe}
+		}
+	}
+	for p := fe.Field; p != ""; p = parentPath(p) {
+		if at, ok := l.dropIns[p]; ok {
+			return &Problem{File: at.file, Line: at.line, Field: fe}
 		}
 	}
 	if l.file == "" {

@@ -113,8 +113,8 @@ func TestIgnoredFields(t *testing.T) {
 		{name: "a flush frequency written as nanoseconds equal to the default",
 			file: header + "logging:\n  flushFrequency: 5000000000\n"},
 		{name: "lists and maps",
-			file: header + "enforceNodeAllocatable: []\nfeatureGates:\n  Foo: true\n",
-			want: "featureGates (={\"Foo\":true}), enforceNodeAllocatable (=[])"},
+			file: header + "enforceNodeAllocatable: []\nfeatureGates:\n  AllAlpha: true\n",
+			want: "featureGates (={\"AllAlpha\":true}), enforceNodeAllocatable (=[])"},
 		{name: "no-op fields are not named",
 			file: header + "iptablesMasqueradeBit: 3\niptablesDropBit: 4\n"},
 	}

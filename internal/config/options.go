@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +72,18 @@ type Options struct {
 	// how memory.available is computed, EvictionMemoryWorkingSet
 	// (upstream's, the default) or EvictionMemoryReclaimable.
 	EvictionMemorySignal string
+	// LockFile is --lock-file, made absolute ("" when none): heartlet holds
+	// an exclusive flock on it while it runs.
+	LockFile string
+	// ExitOnLockContention is --exit-on-lock-contention: heartlet exits
+	// when another process opens LockFile.
+	ExitOnLockContention bool
+	// ConfigDir is --config-dir, made absolute ("" when none).
+	ConfigDir string
+	// Warnings are said once at start and by heartlet validate: flags
+	// heartlet accepts but does not act on, deprecated flags and the field
+	// that replaces them, drop-in files skipped.
+	Warnings []string
 	// Ignored are the fields heartlet does not act on (yet) that the file
 	// or a flag set to a value other than the default; IgnoredMessage
 	// words the warning.
@@ -111,17 +125,25 @@ type env struct {
 	hostname func() (string, error)
 	readFile func(name string) ([]byte, error)
 	abs      func(path string) (string, error)
+	walkDir  func(root string, fn fs.WalkDirFunc) error
 }
 
 func osEnv() env {
-	return env{hostname: os.Hostname, readFile: os.ReadFile, abs: filepath.Abs}
+	return env{hostname: os.Hostname, readFile: os.ReadFile, abs: filepath.Abs, walkDir: filepath.WalkDir}
 }
 
 // cmdline holds the flags that are not KubeletConfiguration fields.
 type cmdline struct {
-	configFile          string
-	kubeconfig          string
+	configFile string
+	configDir  string
+	lockFile   string
+	exitOnLock bool
+	// Upstream flag-only settings heartlet warns about or refuses.
 	bootstrapKubeconfig string
+	cloudProvider       string
+	runOnce             bool
+	runtimeCgroups      string
+	kubeconfig          string
 	rootDir             string
 	certDir             string
 	hostnameOverride    string
@@ -157,7 +179,7 @@ func load(args []string, e env) (*Options, error) {
 	}
 
 	kc := NewDefault()
-	loc := &locator{file: cl.configFile, flags: map[string]string{}}
+	loc := &locator{file: cl.configFile, flags: map[string]string{}, dropIns: map[string]fileLine{}}
 	var (
 		problems Errors
 		dec      = &decoded{}
@@ -183,11 +205,41 @@ func load(args []string, e env) (*Options, error) {
 		}
 		resolveRelativePaths(kc, filepath.Dir(absFile))
 	}
+	var (
+		warnings  []string
+		configDir string
+	)
+	if cl.configDir != "" {
+		dir, err := e.abs(cl.configDir)
+		if err != nil {
+			return nil, fmt.Errorf("resolving --config-dir %q: %w", cl.configDir, err)
+		}
+		merged, d, skipped, dropProblems, err := mergeDropIns(kc, dir, e, loc)
+		if err != nil {
+			return nil, err
+		}
+		if merged == nil {
+			return nil, dropProblems
+		}
+		kc, problems = merged, append(problems, dropProblems...)
+		configDir = dir
+		dec.bad = append(dec.bad, d.bad...)
+		if len(skipped) > 0 {
+			warnings = append(warnings, fmt.Sprintf("--config-dir: skipped files without the %s suffix: %s", dropInExt, strings.Join(skipped, ", ")))
+		}
+	}
 
 	// The second pass applies the flags over the file, as the kubelet does.
+	fileGates := maps.Clone(kc.FeatureGates)
 	fs, flagPaths := newFlagSet(kc, &cmdline{})
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("command line: %w", err)
+	}
+	// --feature-gates sets the gates it names and keeps the file's others.
+	for k, v := range fileGates {
+		if _, ok := kc.FeatureGates[k]; !ok {
+			kc.FeatureGates[k] = v
+		}
 	}
 	fs.Visit(func(f *pflag.Flag) {
 		if path, ok := flagPaths[f.Name]; ok {
@@ -206,6 +258,8 @@ func load(args []string, e env) (*Options, error) {
 		Verbosity:            int(kc.Logging.Verbosity),
 		LogFileMaxSizeMB:     cl.logFileMaxSize,
 		EvictionMemorySignal: cl.evictionMemorySignal,
+		Warnings:             warnings,
+		ConfigDir:            configDir,
 	}
 	if s := cl.evictionMemorySignal; s != EvictionMemoryWorkingSet && s != EvictionMemoryReclaimable {
 		problems = append(problems, &Problem{Flag: "--" + evictionMemorySignalFlag, Field: field.NotSupported(field.NewPath("evictionMemorySignal"), s, []string{EvictionMemoryWorkingSet, EvictionMemoryReclaimable})})
@@ -252,6 +306,25 @@ func load(args []string, e env) (*Options, error) {
 		opts.CertDir = p
 	}
 	problems = append(problems, loadCredentialProviders(opts, cl, e)...)
+	problems = append(problems, validateNodeLabels(cl.nodeLabels)...)
+	flagWarnings, flagProblems := flagOnlyWarnings(fs, cl)
+	problems = append(problems, flagProblems...)
+	opts.Warnings = append(opts.Warnings, configFlagWarnings(fs, flagPaths)...)
+	opts.Warnings = append(opts.Warnings, flagWarnings...)
+	if cl.lockFile != "" {
+		p, err := e.abs(cl.lockFile)
+		if err != nil {
+			return nil, fmt.Errorf("resolving --lock-file %q: %w", cl.lockFile, err)
+		}
+		opts.LockFile = p
+	}
+	opts.ExitOnLockContention = cl.exitOnLock
+	if cl.exitOnLock && cl.lockFile == "" {
+		problems = append(problems, &Problem{Flag: "--exit-on-lock-contention", Field: field.Required(field.NewPath("lockFile"), "cannot exit on lock file contention: no lock file specified (--lock-file)")})
+	}
+	if err := checkFeatureGates(kc.FeatureGates); err != nil {
+		problems = append(problems, loc.locate(field.Invalid(field.NewPath("featureGates"), kc.FeatureGates, err.Error())))
+	}
 	ips, errs := validateNodeIPs(field.NewPath("nodeIP"), cl.nodeIP)
 	for _, fe := range errs {
 		problems = append(problems, &Problem{Flag: "--node-ip", Field: fe})
@@ -277,7 +350,7 @@ func load(args []string, e env) (*Options, error) {
 		sortProblems(problems)
 		return nil, problems
 	}
-	opts.Ignored = IgnoredFields(kc, cl.configFile == "", loc.flags)
+	opts.Ignored = IgnoredFields(kc, cl.configFile == "" && cl.configDir == "", loc.flags)
 	return opts, nil
 }
 
@@ -342,6 +415,9 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	fs.BoolVarP(&cl.help, "help", "h", false, "Print this help and exit.")
 	fs.BoolVar(&cl.version, "version", false, "Print the version and exit.")
 	fs.StringVar(&cl.configFile, "config", cl.configFile, "KubeletConfiguration (kubelet.config.k8s.io/v1beta1) file, YAML or JSON. Command-line flags override its values. Relative paths in it are relative to its directory.")
+	fs.StringVar(&cl.configDir, "config-dir", cl.configDir, "Directory of drop-in KubeletConfiguration files (*.conf, in it and below, in lexical order) merged over --config as JSON merge patches; flags still win.")
+	fs.StringVar(&cl.lockFile, "lock-file", cl.lockFile, "File heartlet holds an exclusive lock (flock) on while it runs; it waits for the lock at start.")
+	fs.BoolVar(&cl.exitOnLock, "exit-on-lock-contention", cl.exitOnLock, "Exit when another process opens --lock-file (a node agent about to take over).")
 	fs.StringVar(&cl.kubeconfig, "kubeconfig", cl.kubeconfig, "Path to a kubeconfig file for the API server. Omit for standalone mode.")
 	fs.StringVar(&cl.bootstrapKubeconfig, "bootstrap-kubeconfig", cl.bootstrapKubeconfig, "Kubeconfig with bootstrap credentials: when the --kubeconfig file does not exist or its client certificate is not valid, a client certificate is asked for with them through a CertificateSigningRequest, stored in --cert-dir, and --kubeconfig is written to use it.")
 	fs.StringVar(&cl.rootDir, "root-dir", cl.rootDir, "Directory for heartlet's own files (volumes, plugins, state).")
@@ -366,6 +442,12 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	cfg("pod-manifest-path", "staticPodPath")
 	fs.DurationVar(&kc.FileCheckFrequency.Duration, "file-check-frequency", kc.FileCheckFrequency.Duration, "How often to re-read the static pod manifests (fileCheckFrequency).")
 	cfg("file-check-frequency", "fileCheckFrequency")
+	fs.StringVar(&kc.StaticPodURL, "manifest-url", kc.StaticPodURL, "URL serving static pods: one Pod or a PodList (staticPodURL).")
+	cfg("manifest-url", "staticPodURL")
+	fs.Var(cliflag.NewColonSeparatedMultimapStringString(&kc.StaticPodURLHeader), "manifest-url-header", "Headers sent to --manifest-url, e.g. 'a:hello,b:again,c:world'; a header may repeat (staticPodURLHeader).")
+	cfg("manifest-url-header", "staticPodURLHeader")
+	fs.DurationVar(&kc.HTTPCheckFrequency.Duration, "http-check-frequency", kc.HTTPCheckFrequency.Duration, "How often to re-read --manifest-url (httpCheckFrequency).")
+	cfg("http-check-frequency", "httpCheckFrequency")
 	fs.DurationVar(&kc.SyncFrequency.Duration, "sync-frequency", kc.SyncFrequency.Duration, "Longest time between two syncs of a pod (syncFrequency).")
 	cfg("sync-frequency", "syncFrequency")
 	fs.StringVar(&kc.ContainerRuntimeEndpoint, "container-runtime-endpoint", kc.ContainerRuntimeEndpoint, "CRI runtime endpoint, unix:///path/to/socket (containerRuntimeEndpoint).")
@@ -452,8 +534,15 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	cfg("image-gc-low-threshold", "imageGCLowThresholdPercent")
 	fs.DurationVar(&kc.ImageMinimumGCAge.Duration, "minimum-image-ttl-duration", kc.ImageMinimumGCAge.Duration, "Least age of an unused image before image garbage collection may remove it (imageMinimumGCAge).")
 	cfg("minimum-image-ttl-duration", "imageMinimumGCAge")
+	fs.Var(cliflag.NewMapStringBool(&kc.FeatureGates), "feature-gates", "Feature gates of the upstream kubelet v1.37, key=true|false separated by commas; unknown names and locked gates are refused, and heartlet acts on none (featureGates).")
+	cfg("feature-gates", "featureGates")
+	fs.Var(taintsFlag{&kc.RegisterWithTaints}, "register-with-taints", "Taints the Node is registered with, key=value:Effect separated by commas (registerWithTaints).")
+	cfg("register-with-taints", "registerWithTaints")
+	fs.StringVar(&kc.ProviderID, "provider-id", kc.ProviderID, "Unique identifier of the node in the machine database, e.g. of a cloud provider: Node.spec.providerID (providerID).")
+	cfg("provider-id", "providerID")
 	fs.StringSliceVar(&kc.AllowedUnsafeSysctls, "allowed-unsafe-sysctls", kc.AllowedUnsafeSysctls, "Comma-separated unsafe sysctls or patterns (ending in *) pods may set (allowedUnsafeSysctls).")
 	cfg("allowed-unsafe-sysctls", "allowedUnsafeSysctls")
+	addUpstreamFlags(fs, kc, cl, cfg)
 	return fs, paths
 }
 

@@ -2,12 +2,14 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"path"
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -29,6 +31,17 @@ func fakeEnv(files map[string]string, hostname string) env {
 				return path.Clean(p), nil
 			}
 			return path.Join("/work", p), nil
+		},
+		walkDir: func(root string, fn fs.WalkDirFunc) error {
+			m := fstest.MapFS{}
+			for name, data := range files {
+				if path.IsAbs(name) {
+					m[name[1:]] = &fstest.MapFile{Data: []byte(data)}
+				}
+			}
+			return fs.WalkDir(m, strings.TrimPrefix(root, "/"), func(p string, d fs.DirEntry, err error) error {
+				return fn("/"+p, d, err)
+			})
 		},
 	}
 }
@@ -106,6 +119,18 @@ evictionHard:
 			}},
 		{"underscores normalize to dashes", []string{"--max_pods=9"},
 			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) { return kc.MaxPods, int32(9) }},
+		{"manifest-url flag", []string{"--manifest-url", "http://10.0.0.1/pods"},
+			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
+				return kc.StaticPodURL, "http://10.0.0.1/pods"
+			}},
+		{"http-check-frequency flag", []string{"--http-check-frequency=5s"},
+			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
+				return kc.HTTPCheckFrequency.Duration, 5 * time.Second
+			}},
+		{"manifest-url-header flag, repeated headers", []string{"--manifest-url-header", "a:hello,b:again,a:world"},
+			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
+				return fmt.Sprint(kc.StaticPodURLHeader), "map[a:[hello world] b:[again]]"
+			}},
 		{"verbosity short flag", []string{"-v", "3"},
 			func(kc *kubeletv1beta1.KubeletConfiguration) (any, any) {
 				return uint32(kc.Logging.Verbosity), uint32(3)
@@ -203,6 +228,11 @@ unknownField: true
 			name: "systemd cgroup driver",
 			args: []string{"--config", "ok.yaml", "--cgroup-driver=systemd"},
 			want: []string{"flag --cgroup-driver: cgroupDriver: Invalid value: \"systemd\": the systemd cgroup driver is not supported yet; use cgroupfs"},
+		},
+		{
+			name: "static pod URL that is not http",
+			args: []string{"--config", "ok.yaml", "--manifest-url=file:///etc/pods"},
+			want: []string{"flag --manifest-url: staticPodURL: Invalid value: \"file:///etc/pods\": must be an http:// or https:// URL"},
 		},
 		{
 			name: "flag-only problems",

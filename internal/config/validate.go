@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -329,6 +330,11 @@ func validatePaths(kc *kubeletv1beta1.KubeletConfiguration) field.ErrorList {
 	var errs field.ErrorList
 	if kc.StaticPodPath != "" && !filepath.IsAbs(kc.StaticPodPath) {
 		errs = append(errs, field.Invalid(field.NewPath("staticPodPath"), kc.StaticPodPath, "must be an absolute path"))
+	}
+	if kc.StaticPodURL != "" {
+		if u, err := url.Parse(kc.StaticPodURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, field.Invalid(field.NewPath("staticPodURL"), kc.StaticPodURL, "must be an http:// or https:// URL"))
+		}
 	}
 	logs := field.NewPath("podLogsDir")
 	switch {

@@ -33,6 +33,9 @@ func (c checker) config(context.Context) []Result {
 	if msg := config.IgnoredMessage(o.Ignored); msg != "" {
 		rs = append(rs, warn("remove these settings, or accept that they have no effect (docs/configuration.md)", "%s", msg))
 	}
+	for _, w := range o.Warnings {
+		rs = append(rs, warn("see docs/configuration.md", "%s", w))
+	}
 	return rs
 }
 
@@ -46,8 +49,10 @@ func (c checker) staticPods(context.Context) []Result {
 	case err != nil:
 		return []Result{fail("create the directory or fix staticPodPath (--pod-manifest-path); heartlet does not start without it",
 			"static pod path %s: %v", p, err)}
+	case fi.Mode().IsRegular():
+		return []Result{ok("%s: a single manifest file", p)}
 	case !fi.IsDir():
-		return []Result{fail("point staticPodPath (--pod-manifest-path) at a directory of manifests", "static pod path %s is not a directory", p)}
+		return []Result{fail("point staticPodPath (--pod-manifest-path) at a directory of manifests or at one manifest file", "static pod path %s is neither a directory nor a regular file", p)}
 	}
 	entries, err := c.in.Host.ReadDir(p)
 	if err != nil {

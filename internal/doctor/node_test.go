@@ -17,6 +17,10 @@ func TestConfigCheck(t *testing.T) {
 	opts.Ignored = []config.Ignored{{Path: "imageGCHighThresholdPercent", Value: "90"}}
 	c = checker{Inputs{Opts: opts}}
 	expect(t, c.config(context.Background()), OK, "is valid", Warning, "imageGCHighThresholdPercent")
+	opts = testOpts(t)
+	opts.Warnings = []string{"flag --max-pods is deprecated as upstream: set maxPods in the --config file instead"}
+	c = checker{Inputs{Opts: opts}}
+	expect(t, c.config(context.Background()), OK, "is valid", Warning, "flag --max-pods is deprecated")
 }
 
 func TestStaticPods(t *testing.T) {
@@ -33,7 +37,7 @@ func TestStaticPods(t *testing.T) {
 		{"", OK, "no static pod path"},
 		{"/etc/manifests", OK, "/etc/manifests: 1 manifest file(s)"},
 		{"/etc/missing", Error, "static pod path /etc/missing"},
-		{"/etc/file", Error, "is not a directory"},
+		{"/etc/file", OK, "/etc/file: a single manifest file"},
 	} {
 		opts := testOpts(t)
 		opts.Config.StaticPodPath = tc.path

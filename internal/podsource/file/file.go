@@ -1,9 +1,13 @@
 // Package file is the static pod source: it watches a directory of pod
-// manifests (the kubelet's staticPodPath) and delivers the full set of pods
-// they describe every time it changes.
+// manifests, or a single manifest file (the kubelet's staticPodPath may be
+// either), and delivers the full set of pods they describe every time it
+// changes.
 //
 // Rules:
 //
+//   - When staticPodPath is a file, that file is the only manifest; its
+//     directory is watched for changes to it (so that saves by rename are
+//     seen) and the rules below apply to it alone.
 //   - Each regular file directly in the directory holds one Pod, in YAML or
 //     JSON (see package manifest for decoding, defaults, identity and
 //     validation). Subdirectories are not read, names starting with "." are
@@ -12,6 +16,9 @@
 //     editors that save by renaming a temporary file work) after a short
 //     debounce, and by a full rescan every resync period as a safety net
 //     (e.g. for a symlink whose target changes outside the directory).
+//   - Unknown or duplicated fields do not reject a manifest (as upstream);
+//     they, and upstream's warnings about a static pod's priority, are
+//     logged once per distinct content and reported by Warnings.
 //   - A malformed file is logged once per distinct content and reported by
 //     Errors; it never disturbs the pods of other files. When a file that
 //     held a valid pod becomes malformed (including a half-written save),
@@ -66,7 +73,9 @@ const (
 
 // Source watches one static pod directory.
 type Source struct {
-	dir      string
+	path     string // staticPodPath as given, cleaned
+	dir      string // the directory watched: path, or its parent
+	single   string // the base name of path when path is a file
 	nodeName string
 	resync   time.Duration
 	sink     func([]*v1.Pod)
@@ -74,8 +83,9 @@ type Source struct {
 	debounce time.Duration
 	retry    time.Duration
 
-	mu   sync.Mutex
-	errs map[string]string
+	mu       sync.Mutex
+	errs     map[string]string
+	warnings map[string][]string
 
 	// Owned by the Run goroutine.
 	files     map[string]*fileState
@@ -94,7 +104,8 @@ type fileState struct {
 	logged string  // the last problem logged for this file
 }
 
-// New returns a source for the manifests in dir on node nodeName, rescanned
+// New returns a source for the manifests in dir (a directory or one file)
+// on node nodeName, rescanned
 // every resync (the kubelet's fileCheckFrequency; 20s when not positive).
 // sink receives the full set of valid pods after every change; it is
 // called from Run's goroutine, must not block for long, and owns the pods
@@ -107,6 +118,7 @@ func New(dir, nodeName string, resync time.Duration, sink func([]*v1.Pod)) *Sour
 		sink = func([]*v1.Pod) {}
 	}
 	return &Source{
+		path:     filepath.Clean(dir),
 		dir:      filepath.Clean(dir),
 		nodeName: nodeName,
 		resync:   resync,
@@ -115,6 +127,7 @@ func New(dir, nodeName string, resync time.Duration, sink func([]*v1.Pod)) *Sour
 		debounce: debounceDelay,
 		retry:    retryDelay,
 		errs:     map[string]string{},
+		warnings: map[string][]string{},
 		files:    map[string]*fileState{},
 	}
 }
@@ -132,20 +145,40 @@ func (s *Source) Errors() map[string]string {
 	return out
 }
 
-// Run delivers the initial set, then watches the directory until ctx is
-// done. It fails at once if the directory does not exist or cannot be
-// watched.
+// Warnings returns, for each manifest file accepted with warnings (unknown
+// or duplicated fields, priority), the warnings of its current content.
+func (s *Source) Warnings() map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]string, len(s.warnings))
+	for k, v := range s.warnings {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// Run delivers the initial set, then watches the directory (or the file's
+// directory) until ctx is done. It fails at once if the path does not
+// exist, is neither a directory nor a regular file, or cannot be watched.
 func (s *Source) Run(ctx context.Context) error {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return fmt.Errorf("static pod path %s: %w", s.path, err)
+	}
+	switch {
+	case fi.IsDir():
+		s.dir, s.single = s.path, ""
+	case fi.Mode().IsRegular():
+		s.dir, s.single = filepath.Dir(s.path), filepath.Base(s.path)
+	default:
+		return fmt.Errorf("static pod path %s is neither a directory nor a regular file", s.path)
+	}
 	logger := klog.FromContext(ctx).WithValues("dir", s.dir)
+	if s.single != "" {
+		logger = klog.FromContext(ctx).WithValues("file", s.path)
+	}
 	ctx = klog.NewContext(ctx, logger)
 
-	fi, err := os.Stat(s.dir)
-	if err != nil {
-		return fmt.Errorf("static pod path %s: %w", s.dir, err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("static pod path %s is not a directory", s.dir)
-	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watch static pod path %s: %w", s.dir, err)
@@ -262,7 +295,7 @@ func (s *Source) setMissing(ctx context.Context, err error) {
 // scan reads every manifest and delivers the resulting set if it changed.
 func (s *Source) scan(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	entries, err := os.ReadDir(s.dir)
+	entries, err := s.entries()
 	if err != nil {
 		s.setMissing(ctx, fmt.Errorf("read static pod path %s: %w", s.dir, err))
 		return
@@ -277,8 +310,8 @@ func (s *Source) scan(ctx context.Context) {
 	claimed := map[string]string{} // namespace/name → file
 	var pods []*v1.Pod
 	for _, e := range entries { // sorted by file name
-		name := e.Name()
-		if strings.HasPrefix(name, ".") {
+		name := e
+		if s.single == "" && strings.HasPrefix(name, ".") {
 			continue
 		}
 		path := filepath.Join(s.dir, name)
@@ -308,9 +341,30 @@ func (s *Source) scan(ctx context.Context) {
 		if !present[path] {
 			delete(s.files, path)
 			s.setError(path, nil)
+			s.setWarnings(path, nil)
 		}
 	}
 	s.deliver(pods)
+}
+
+// entries lists the names of the candidate manifest files, sorted: the
+// directory's entries, or the one file.
+func (s *Source) entries() ([]string, error) {
+	if s.single != "" {
+		if _, err := os.Stat(s.dir); err != nil {
+			return nil, err
+		}
+		return []string{s.single}, nil
+	}
+	des, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(des))
+	for i, e := range des {
+		names[i] = e.Name()
+	}
+	return names, nil
 }
 
 // load returns the state of the file at path, reading and decoding it if
@@ -350,12 +404,18 @@ func (s *Source) load(ctx context.Context, path string) (st *fileState, ok bool)
 		return st, true
 	}
 	st.sum, st.read = sum, true
+	var warnings []string
 	pod, err := manifest.Parse(data, manifest.Options{
 		NodeName: s.nodeName,
 		Origin:   path,
 		Source:   SourceName,
 		Seen:     s.clock.Now(),
+		Warn:     func(p manifest.Problem) { warnings = append(warnings, p.String()) },
 	})
+	s.setWarnings(path, warnings)
+	if len(warnings) > 0 {
+		logger.Info("Static pod manifest has warnings", "file", path, "warnings", warnings)
+	}
 	if err != nil {
 		st.pod, st.err = nil, fmt.Errorf("static pod manifest %s: %w", path, err)
 		return st, true
@@ -404,6 +464,16 @@ func (s *Source) report(ctx context.Context, path string, st *fileState, problem
 		return
 	}
 	logger.Error(problem, "Invalid static pod manifest", "file", path)
+}
+
+func (s *Source) setWarnings(path string, warnings []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(warnings) == 0 {
+		delete(s.warnings, path)
+		return
+	}
+	s.warnings[path] = warnings
 }
 
 func (s *Source) setError(path string, err error) {

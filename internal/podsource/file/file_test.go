@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +27,11 @@ func manifestFor(name, image string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\nspec:\n  containers:\n  - name: c\n    image: %s\n", name, image)
 }
 
+// malformed has a typo: imagee is an unknown field (a warning, as
+// upstream), which leaves the container without its required image.
 const malformed = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: broken\nspec:\n  containers:\n  - name: c\n    imagee: busybox\n"
+
+const imageMissing = "spec.containers[0].image: Required value"
 
 func write(t *testing.T, path, content string) {
 	t.Helper()
@@ -162,15 +167,17 @@ func poll(t *testing.T, what string, cond func() bool) {
 
 func TestRunRejectsMissingDirectory(t *testing.T) {
 	dir := t.TempDir()
-	notDir := filepath.Join(dir, "file")
-	write(t, notDir, "x")
+	notDir := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(notDir, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		path string
 		want string
 	}{
 		{"missing", filepath.Join(dir, "nope"), "static pod path " + filepath.Join(dir, "nope")},
-		{"not a directory", notDir, "static pod path " + notDir + " is not a directory"},
+		{"neither directory nor file", notDir, "static pod path " + notDir + " is neither a directory nor a regular file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,6 +190,77 @@ func TestRunRejectsMissingDirectory(t *testing.T) {
 				t.Fatal("sink called for a missing directory")
 			}
 		})
+	}
+}
+
+// TestUnknownFieldWarns checks that a manifest with an unknown field runs,
+// as upstream's, and that the field is reported by Warnings until the file
+// is fixed.
+func TestUnknownFieldWarns(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	write(t, path, strings.Replace(manifestFor("a", "busybox"), "image: busybox", "image: busybox\n    imagePullPolcy: Never", 1))
+	r := newRecorder()
+	s := New(dir, node, time.Minute, r.sink)
+	s.scan(testContext(t))
+	if got := names(r.latest()); fmt.Sprint(got) != "[a-node-a]" {
+		t.Fatalf("pods = %v, want the pod of the manifest with an unknown field", got)
+	}
+	if errs := s.Errors(); len(errs) != 0 {
+		t.Errorf("Errors() = %v, want none", errs)
+	}
+	w := s.Warnings()[path]
+	if len(w) != 1 || !strings.Contains(w[0], "spec.containers[0].imagePullPolcy: unknown field") {
+		t.Errorf("Warnings()[%s] = %q, want the unknown field", path, w)
+	}
+	write(t, path, manifestFor("a", "busybox"))
+	s.scan(testContext(t))
+	if w := s.Warnings(); len(w) != 0 {
+		t.Errorf("Warnings() after the fix = %v, want none", w)
+	}
+}
+
+// TestSingleFile checks a staticPodPath that is a file: only that file is
+// read, edits (also by rename) are seen, other files of its directory are
+// not pods, and its removal removes the pod.
+func TestSingleFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "etcd.yaml")
+	write(t, path, manifestFor("etcd", "etcd:1"))
+	write(t, filepath.Join(dir, "other.yaml"), manifestFor("other", "busybox"))
+	r := newRecorder()
+	s := New(path, node, time.Minute, r.sink)
+	start(t, s)
+	first := find(r.waitFor(t, "the file's pod", hasNames("etcd-node-a")), "etcd-node-a")
+	if first.Annotations[podconfig.AnnotationConfigSource] != SourceName {
+		t.Errorf("config.source = %q", first.Annotations[podconfig.AnnotationConfigSource])
+	}
+
+	// The UID is the one the same file gets in a directory: the path is
+	// the origin either way.
+	r2 := newRecorder()
+	New(dir, node, time.Minute, r2.sink).scan(testContext(t))
+	if inDir := find(r2.latest(), "etcd-node-a"); inDir == nil || inDir.UID != first.UID {
+		t.Errorf("UID as a single file %s differs from the UID in its directory %v", first.UID, inDir)
+	}
+
+	write(t, filepath.Join(dir, "new.yaml"), manifestFor("new", "busybox"))
+	tmp := filepath.Join(dir, ".etcd.yaml.tmp")
+	write(t, tmp, manifestFor("etcd", "etcd:2"))
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitFor(t, "the edit", func(p []*v1.Pod) bool { return len(p) == 1 && p[0].UID != first.UID })
+	if got[0].Name != "etcd-node-a" || got[0].Spec.Containers[0].Image != "etcd:2" {
+		t.Fatalf("after the edit: %v image %s", names(got), got[0].Spec.Containers[0].Image)
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "no pod after removal", hasNames())
+	if e := s.Errors(); len(e) != 0 {
+		t.Errorf("Errors() = %v", e)
 	}
 }
 
@@ -209,7 +287,7 @@ func TestScan(t *testing.T) {
 		{name: "malformed next to good", files: map[string]string{
 			"a.yaml":   manifestFor("a", "busybox"),
 			"bad.yaml": malformed,
-		}, wantPods: []string{"a-node-a"}, wantError: map[string]string{"bad.yaml": `spec.containers[0].imagee: unknown field`}},
+		}, wantPods: []string{"a-node-a"}, wantError: map[string]string{"bad.yaml": imageMissing}},
 		{name: "two files same pod, first by name wins", files: map[string]string{
 			"10-web.yaml": manifestFor("web", "nginx:1"),
 			"20-web.yaml": manifestFor("web", "nginx:2"),
@@ -424,7 +502,7 @@ func TestWatch(t *testing.T) {
 	// A malformed file next to good ones changes nothing but is reported.
 	bad := filepath.Join(dir, "bad.yaml")
 	write(t, bad, malformed)
-	poll(t, "error for bad.yaml", func() bool { return strings.Contains(s.Errors()[bad], "unknown field") })
+	poll(t, "error for bad.yaml", func() bool { return strings.Contains(s.Errors()[bad], imageMissing) })
 	if got := names(r.latest()); fmt.Sprint(got) != "[a-node-a b-node-a]" {
 		t.Fatalf("pods after malformed file = %v", got)
 	}

@@ -36,6 +36,16 @@ const (
 //     service account token expiry 1h.
 func SetDefaults(pod *v1.Pod) {
 	spec := &pod.Spec
+	if g := spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		one := int64(1)
+		spec.TerminationGracePeriodSeconds = &one
+	}
+	// serviceAccount is the old name of serviceAccountName; the API keeps
+	// both equal, serviceAccountName winning.
+	if spec.ServiceAccountName == "" {
+		spec.ServiceAccountName = spec.DeprecatedServiceAccount
+	}
+	spec.DeprecatedServiceAccount = spec.ServiceAccountName
 	if spec.RestartPolicy == "" {
 		spec.RestartPolicy = v1.RestartPolicyAlways
 	}
@@ -70,6 +80,20 @@ func SetDefaults(pod *v1.Pod) {
 	for i := range spec.Volumes {
 		defaultVolume(&spec.Volumes[i])
 	}
+	defaultStatus(&pod.Status)
+}
+
+// defaultStatus keeps podIP and podIPs of a status given in the manifest
+// in agreement, as the API does (podIP wins).
+func defaultStatus(st *v1.PodStatus) {
+	switch hasIP, hasIPs := st.PodIP != "", len(st.PodIPs) > 0; {
+	case hasIP && !hasIPs:
+		st.PodIPs = []v1.PodIP{{IP: st.PodIP}}
+	case !hasIP && hasIPs:
+		st.PodIP = st.PodIPs[0].IP
+	case hasIP && hasIPs && st.PodIPs[0].IP != st.PodIP:
+		st.PodIPs = []v1.PodIP{{IP: st.PodIP}}
+	}
 }
 
 func defaultContainer(c *v1.Container, hostNetwork bool) {
@@ -99,8 +123,16 @@ func defaultContainer(c *v1.Container, hostNetwork bool) {
 		defaultHandler(c.Lifecycle.PreStop)
 	}
 	for i := range c.Env {
-		if vf := c.Env[i].ValueFrom; vf != nil && vf.FieldRef != nil && vf.FieldRef.APIVersion == "" {
+		vf := c.Env[i].ValueFrom
+		if vf == nil {
+			continue
+		}
+		if vf.FieldRef != nil && vf.FieldRef.APIVersion == "" {
 			vf.FieldRef.APIVersion = "v1"
+		}
+		if vf.FileKeyRef != nil && vf.FileKeyRef.Optional == nil {
+			f := false
+			vf.FileKeyRef.Optional = &f
 		}
 	}
 	// Requests default to limits, per resource.
@@ -143,6 +175,10 @@ func defaultProbe(p *v1.Probe) {
 		p.FailureThreshold = defaultProbeFailureThreshold
 	}
 	defaultHTTPGet(p.HTTPGet)
+	if p.GRPC != nil && p.GRPC.Service == nil {
+		empty := ""
+		p.GRPC.Service = &empty
+	}
 }
 
 func defaultHandler(h *v1.LifecycleHandler) {
@@ -196,6 +232,59 @@ func defaultVolume(v *v1.Volume) {
 		if v.HostPath.Type == nil {
 			t := v1.HostPathUnset
 			v.HostPath.Type = &t
+		}
+	case v.Image != nil:
+		if v.Image.PullPolicy == "" {
+			v.Image.PullPolicy = DefaultPullPolicy(v.Image.Reference)
+		}
+	case v.Ephemeral != nil && v.Ephemeral.VolumeClaimTemplate != nil:
+		spec := &v.Ephemeral.VolumeClaimTemplate.Spec
+		if spec.VolumeMode == nil {
+			m := v1.PersistentVolumeFilesystem
+			spec.VolumeMode = &m
+		}
+		roundUp(spec.Resources.Limits)
+		roundUp(spec.Resources.Requests)
+	default:
+		defaultLegacyVolume(&v.VolumeSource)
+	}
+}
+
+// defaultLegacyVolume fills in the defaults of the in-tree volume types
+// the API still defaults, so that a manifest using one hashes as upstream.
+func defaultLegacyVolume(s *v1.VolumeSource) {
+	setIfEmpty := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	switch {
+	case s.ISCSI != nil:
+		setIfEmpty(&s.ISCSI.ISCSIInterface, "default")
+	case s.RBD != nil:
+		setIfEmpty(&s.RBD.RBDPool, "rbd")
+		setIfEmpty(&s.RBD.RadosUser, "admin")
+		setIfEmpty(&s.RBD.Keyring, "/etc/ceph/keyring")
+	case s.ScaleIO != nil:
+		setIfEmpty(&s.ScaleIO.StorageMode, "ThinProvisioned")
+		setIfEmpty(&s.ScaleIO.FSType, "xfs")
+	case s.AzureDisk != nil:
+		d := s.AzureDisk
+		if d.CachingMode == nil {
+			m := v1.AzureDataDiskCachingReadWrite
+			d.CachingMode = &m
+		}
+		if d.FSType == nil {
+			fs := "ext4"
+			d.FSType = &fs
+		}
+		if d.ReadOnly == nil {
+			ro := false
+			d.ReadOnly = &ro
+		}
+		if d.Kind == nil {
+			k := v1.AzureSharedBlobDisk
+			d.Kind = &k
 		}
 	}
 }

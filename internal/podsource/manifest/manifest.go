@@ -1,19 +1,19 @@
 // Package manifest turns the text of one static pod manifest (YAML or JSON)
-// into the v1.Pod heartlet runs: strict decoding, the API server's defaults
+// into the v1.Pod heartlet runs: decoding, the API server's defaults
 // the node agent relies on, the static pod identity (UID, name suffix,
 // config annotations) and validation of whatever would make the pod
 // impossible to run.
 //
-// Decoding is deliberately stricter than the upstream kubelet: an unknown or
-// duplicated field anywhere in the Pod is an error naming the field, so a
-// typo such as "imagePullPolcy" is reported instead of silently ignored.
-// Errors name the line of the manifest where it can be located.
+// Decoding is as lenient as the upstream kubelet's: an unknown or duplicated
+// field anywhere in the Pod does not reject the manifest (upstream ignores
+// unknown fields and keeps the last of duplicated ones), but each is handed
+// to Options.Warn naming the field and its line, so a typo such as
+// "imagePullPolcy" is reported instead of silently ignored. Errors and
+// warnings name the line of the manifest where they can be located.
 package manifest
 
 import (
 	"bytes"
-	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,11 +40,17 @@ type Options struct {
 	// Origin is the file path (or URL) of the manifest; part of the UID.
 	Origin string
 	// Source is the value of the kubernetes.io/config.source annotation,
-	// e.g. podconfig.SourceFile; part of the UID.
+	// podconfig.SourceFile or podconfig.SourceHTTP; it decides how the UID
+	// covers the origin (with the node name for a file, alone for a URL)
+	// and whether the pod tolerates every NoExecute taint (a file's does).
 	Source string
 	// Seen is written as the kubernetes.io/config.seen annotation when not
 	// zero. It is not part of the UID.
 	Seen time.Time
+	// Warn, when not nil, is called for every problem that does not reject
+	// the manifest: an unknown field, a field given twice, a priority
+	// upstream warns about.
+	Warn func(Problem)
 }
 
 // Problem is one reason a manifest was rejected.
@@ -96,32 +102,61 @@ func problem(line int, fieldPath, format string, args ...any) *Error {
 // identity described by o, and validates the result. The returned pod is
 // new and owned by the caller. Any error is an *Error.
 func Parse(data []byte, o Options) (*v1.Pod, error) {
+	return parse(data, o, metav1.TypeMeta{})
+}
+
+// parse is Parse with the TypeMeta the UID hash sees: empty for a Pod
+// manifest (upstream's conversion to its internal form drops it), the
+// item's own for an item of a PodList (upstream's list conversion keeps
+// it).
+func parse(data []byte, o Options, hashed metav1.TypeMeta) (*v1.Pod, error) {
 	if o.NodeName == "" {
 		return nil, problem(0, "", "node name is empty")
 	}
-	pod, loc, err := Decode(data)
+	pod, loc, warnings, err := Decode(data)
 	if err != nil {
 		return nil, err
 	}
-	uid := UID(pod, o)
+	if o.Warn != nil {
+		for _, w := range warnings {
+			o.Warn(w)
+		}
+	}
 	name := pod.Name
 	SetDefaults(pod)
+	// As upstream: the UID is a hash of the defaulted pod unless the
+	// manifest gives one.
+	uid := pod.UID
+	if uid == "" {
+		uid = uidOf(pod, o, hashed)
+	}
 	makeStatic(pod, uid, o)
 	if errs := validate(pod, name); len(errs) > 0 {
 		return nil, loc.toError(errs)
 	}
+	if w := priorityWarning(&pod.Spec); w != "" && o.Warn != nil {
+		o.Warn(Problem{Line: loc.Line("spec.priorityClassName"), Field: "spec.priority", Detail: w})
+	}
+	// As upstream, after validation: a static pod may not need the API.
+	switch what, err := apiReference(pod); {
+	case err != nil:
+		return nil, problem(0, "", "%v", err)
+	case what != "":
+		return nil, problem(0, "", "static pods may not reference %s", what)
+	}
 	return pod, nil
 }
 
-// Decode strictly decodes one Pod from YAML or JSON text without defaulting
-// it. The returned locator maps field paths to lines of data for error
-// messages. Any error is an *Error.
-func Decode(data []byte) (pod *v1.Pod, loc *Locator, err error) {
+// Decode decodes one Pod from YAML or JSON text without defaulting it.
+// Unknown and duplicated fields are returned as warnings, as upstream
+// tolerates them. The returned locator maps field paths to lines of data
+// for error messages. Any error is an *Error.
+func Decode(data []byte) (pod *v1.Pod, loc *Locator, warnings []Problem, err error) {
 	// The YAML libraries are third-party parsers of untrusted text: a bug
 	// in them must reject the file, never stop the node agent.
 	defer func() {
 		if r := recover(); r != nil {
-			pod, loc, err = nil, nil, problem(0, "", "manifest could not be decoded: %v", r)
+			pod, loc, warnings, err = nil, nil, nil, problem(0, "", "manifest could not be decoded: %v", r)
 		}
 	}()
 	return decode(data)
@@ -132,49 +167,65 @@ var (
 	typeError = regexp.MustCompile(`cannot unmarshal (\S+) into Go struct field [^.\s]+\.(\S+) of type (\S+)`)
 )
 
-func decode(data []byte) (*v1.Pod, *Locator, error) {
+// yamlProblem turns an error of the YAML library into a Problem with the
+// line it names.
+func yamlProblem(err error) Problem {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return Problem{Line: line, Detail: "invalid YAML: " + m[2]}
+	}
+	msg = strings.TrimPrefix(msg, "error converting YAML to JSON: ")
+	return Problem{Detail: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+func decode(data []byte) (*v1.Pod, *Locator, []Problem, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
-		return nil, nil, problem(0, "", "manifest is empty")
+		return nil, nil, nil, problem(0, "", "manifest is empty")
 	}
 	loc, docs := newLocator(data)
 	if docs > 1 {
-		return nil, loc, problem(0, "", "manifest holds %d YAML documents, want exactly one Pod", docs)
+		return nil, loc, nil, problem(0, "", "manifest holds %d YAML documents, want exactly one Pod", docs)
 	}
 
+	var warnings []Problem
 	js := trimmed
 	isJSON := trimmed[0] == '{'
 	if !isJSON {
 		var err error
 		js, err = yaml.YAMLToJSONStrict(data)
 		if err != nil {
-			msg := err.Error()
-			if m := yamlLine.FindStringSubmatch(msg); m != nil {
-				line, _ := strconv.Atoi(m[1])
-				return nil, loc, problem(line, "", "invalid YAML: %s", m[2])
+			// The strict conversion refuses duplicated keys, which
+			// upstream's lenient one accepts (the last wins): retry
+			// leniently and keep the strict complaint as a warning.
+			p := yamlProblem(err)
+			lenient, lerr := yaml.YAMLToJSON(data)
+			if lerr != nil {
+				return nil, loc, nil, &Error{Problems: []Problem{p}}
 			}
-			msg = strings.TrimPrefix(msg, "error converting YAML to JSON: ")
-			return nil, loc, problem(0, "", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+			js = lenient
+			warnings = append(warnings, p)
 		}
 	}
 
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(js, &top); err != nil {
 		if ok, off := sigsjson.SyntaxErrorOffset(err); ok && isJSON {
-			return nil, loc, problem(lineAt(data, len(data)-len(bytes.TrimLeft(data, " \t\r\n"))+int(off)), "", "invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+			return nil, loc, nil, problem(lineAt(data, len(data)-len(bytes.TrimLeft(data, " \t\r\n"))+int(off)), "", "invalid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) || string(js) == "null" {
-			return nil, loc, problem(0, "", "manifest must be a YAML or JSON object holding one Pod")
+			return nil, loc, nil, problem(0, "", "manifest must be a YAML or JSON object holding one Pod")
 		}
-		return nil, loc, problem(0, "", "invalid manifest: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return nil, loc, nil, problem(0, "", "invalid manifest: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	var tm metav1.TypeMeta
 	if err := typeField(top, "apiVersion", &tm.APIVersion); err != nil {
-		return nil, loc, loc.problem("apiVersion", "%v", err)
+		return nil, loc, nil, loc.problem("apiVersion", "%v", err)
 	}
 	if err := typeField(top, "kind", &tm.Kind); err != nil {
-		return nil, loc, loc.problem("kind", "%v", err)
+		return nil, loc, nil, loc.problem("kind", "%v", err)
 	}
 	var e Error
 	if tm.APIVersion != "v1" {
@@ -184,30 +235,27 @@ func decode(data []byte) (*v1.Pod, *Locator, error) {
 		e.Problems = append(e.Problems, loc.at("kind", fmt.Sprintf("must be \"Pod\", got %q", tm.Kind)))
 	}
 	if len(e.Problems) > 0 {
-		return nil, loc, &e
+		return nil, loc, nil, &e
 	}
 
 	pod := &v1.Pod{}
 	strict, err := sigsjson.UnmarshalStrict(js, pod)
 	if err != nil {
-		return nil, loc, loc.typeError(err)
+		return nil, loc, nil, loc.typeError(err)
 	}
 	for _, se := range strict {
 		var fe sigsjson.FieldError
 		if !errors.As(se, &fe) {
-			e.Problems = append(e.Problems, Problem{Detail: se.Error()})
+			warnings = append(warnings, Problem{Detail: se.Error()})
 			continue
 		}
-		detail := "unknown field"
+		detail := "unknown field, ignored"
 		if strings.HasPrefix(se.Error(), "duplicate field") {
-			detail = "duplicate field"
+			detail = "duplicate field, the last value is used"
 		}
-		e.Problems = append(e.Problems, loc.at(fe.FieldPath(), detail))
+		warnings = append(warnings, loc.at(fe.FieldPath(), detail))
 	}
-	if len(e.Problems) > 0 {
-		return nil, loc, &e
-	}
-	return pod, loc, nil
+	return pod, loc, warnings, nil
 }
 
 // typeError describes a value of the wrong type (a string where a number
@@ -251,28 +299,23 @@ func lineAt(data []byte, off int) int {
 	return bytes.Count(data[:off], []byte("\n")) + 1
 }
 
-// UID returns the static pod UID of a decoded (not yet defaulted) pod: the
-// hex MD5 of the source, node name, origin and the pod's content. The
-// config annotations heartlet writes itself are left out, so the same file
-// on the same node always yields the same UID and any change of content
-// yields another.
-func UID(pod *v1.Pod, o Options) types.UID {
-	cp := pod.DeepCopy()
-	for _, k := range []string{podconfig.AnnotationConfigHash, podconfig.AnnotationConfigSeen, podconfig.AnnotationConfigSource} {
-		delete(cp.Annotations, k)
+// nodeCriticalPriority is the priority of system-node-critical.
+const nodeCriticalPriority = 2000001000
+
+// priorityWarning says, as upstream warns, when a static pod's priority and
+// priorityClassName do not agree with each other or with
+// system-node-critical (its mirror pod may then fail to be created, or be
+// evicted in vain).
+func priorityWarning(spec *v1.PodSpec) string {
+	switch {
+	case spec.Priority == nil && spec.PriorityClassName != "":
+		return "static pod has priorityClassName and nil priority: priorityClassName is not used, and mirror pod creation may fail"
+	case spec.Priority != nil && spec.PriorityClassName == "":
+		return "static pod has priority without priorityClassName: mirror pod creation may fail if the default priority class does not match the given priority"
+	case spec.Priority != nil && (*spec.Priority != nodeCriticalPriority || spec.PriorityClassName != "system-node-critical"):
+		return fmt.Sprintf("static pod has a priority other than %d or a priorityClassName other than system-node-critical: its mirror pod may be evicted in vain", nodeCriticalPriority)
 	}
-	if len(cp.Annotations) == 0 {
-		cp.Annotations = nil
-	}
-	content, err := json.Marshal(cp)
-	if err != nil {
-		// v1.Pod always encodes; keep the UID content-dependent anyway.
-		content = []byte(cp.String())
-	}
-	h := md5.New()
-	fmt.Fprintf(h, "source:%s\nhost:%s\norigin:%s\n", o.Source, o.NodeName, o.Origin)
-	h.Write(content)
-	return types.UID(hex.EncodeToString(h.Sum(nil)))
+	return ""
 }
 
 // StaticName returns the name a static pod called name gets on node
@@ -301,7 +344,10 @@ func makeStatic(pod *v1.Pod, uid types.UID, o Options) {
 	} else {
 		delete(pod.Annotations, podconfig.AnnotationConfigSeen)
 	}
-	tolerateAllNoExecute(pod)
+	if o.Source != podconfig.SourceHTTP {
+		// As upstream, only for a file's pods.
+		tolerateAllNoExecute(pod)
+	}
 	pod.Status = v1.PodStatus{Phase: v1.PodPending}
 }
 

@@ -153,10 +153,6 @@ func TestParseErrors(t *testing.T) {
 		{name: "bad apiVersion", data: strings.Replace(webYAML, "apiVersion: v1", "apiVersion: apps/v1", 1), want: []string{`apiVersion: must be "v1", got "apps/v1"`}, line: 1},
 		{name: "missing apiVersion", data: strings.Replace(webYAML, "apiVersion: v1\n", "", 1), want: []string{`apiVersion: must be "v1", got ""`}},
 		{name: "bad kind", data: strings.Replace(webYAML, "kind: Pod", "kind: Deployment", 1), want: []string{`kind: must be "Pod", got "Deployment"`}, line: 2},
-		{name: "unknown field named", data: strings.Replace(webYAML, "image: nginx", "image: nginx\n    imagePullPolcy: Always", 1), want: []string{"spec.containers[0].imagePullPolcy: unknown field"}, line: 11},
-		{name: "unknown top-level field", data: webYAML + "extra: 1\n", want: []string{"extra: unknown field"}, line: 14},
-		{name: "unknown field in json", data: strings.Replace(webJSON, `"image": "nginx"`, `"image": "nginx", "imagee": "x"`, 1), want: []string{"spec.containers[0].imagee: unknown field"}, line: 7},
-		{name: "duplicate key", data: strings.Replace(webYAML, "  name: web\n", "  name: web\n  name: web2\n", 1), want: []string{"already set"}, line: 5},
 		{name: "wrong type", data: strings.Replace(webYAML, "containerPort: 80", "containerPort: eighty", 1), want: []string{"spec.containers[0].ports[0].containerPort: must be of type int32, got string"}, line: 12},
 		{name: "bad quantity", data: head + "  containers:\n  - name: c\n    image: i\n    resources:\n      limits:\n        memory: 1Gx\n", want: []string{`spec.containers[0].resources.limits[memory]: invalid quantity "1Gx"`}, line: 11},
 		{name: "missing name", data: "apiVersion: v1\nkind: Pod\nspec:\n  containers: [{name: c, image: i}]\n", want: []string{"metadata.name: Required value"}},
@@ -235,6 +231,92 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestParseWarnsAndAccepts checks the leniency of upstream's decoder:
+// unknown and duplicated fields do not reject the manifest, and each is
+// named in a warning with its line.
+func TestParseWarnsAndAccepts(t *testing.T) {
+	tests := []struct {
+		name  string
+		data  string
+		want  string // the warning
+		line  int
+		check func(*v1.Pod) string
+	}{
+		{name: "unknown field named", data: strings.Replace(webYAML, "image: nginx", "image: nginx\n    imagePullPolcy: Always", 1), want: "spec.containers[0].imagePullPolcy: unknown field, ignored", line: 11},
+		{name: "unknown top-level field", data: webYAML + "extra: 1\n", want: "extra: unknown field, ignored", line: 14},
+		{name: "unknown field in json", data: strings.Replace(webJSON, `"image": "nginx"`, `"image": "nginx", "imagee": "x"`, 1), want: "spec.containers[0].imagee: unknown field, ignored", line: 7},
+		{name: "wrong case is unknown", data: strings.Replace(webYAML, "image: nginx", "image: nginx\n    ImagePullPolicy: Never", 1), want: "spec.containers[0].ImagePullPolicy: unknown field, ignored", check: func(p *v1.Pod) string {
+			if got := p.Spec.Containers[0].ImagePullPolicy; got != v1.PullAlways {
+				return "imagePullPolicy " + string(got) + ", want the default Always"
+			}
+			return ""
+		}},
+		{name: "duplicate key in yaml, the last wins", data: strings.Replace(webYAML, "  name: web\n", "  name: web\n  name: web2\n", 1), want: "already set", line: 5, check: func(p *v1.Pod) string {
+			if p.Name != "web2-node-1" {
+				return "name " + p.Name + ", want web2-node-1"
+			}
+			return ""
+		}},
+		{name: "duplicate key in json, the last wins", data: strings.Replace(webJSON, `"name": "web",`, `"name": "web", "name": "web3",`, 1), want: "metadata.name: duplicate field, the last value is used", check: func(p *v1.Pod) string {
+			if p.Name != "web3-node-1" {
+				return "name " + p.Name + ", want web3-node-1"
+			}
+			return ""
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var warnings []Problem
+			o := testOpts
+			o.Warn = func(p Problem) { warnings = append(warnings, p) }
+			pod, err := Parse([]byte(tt.data), o)
+			if err != nil {
+				t.Fatalf("Parse rejected the manifest: %v", err)
+			}
+			if len(warnings) != 1 {
+				t.Fatalf("warnings %v, want one", warnings)
+			}
+			if !strings.Contains(warnings[0].String(), tt.want) {
+				t.Errorf("warning %q does not contain %q", warnings[0], tt.want)
+			}
+			if tt.line != 0 && warnings[0].Line != tt.line {
+				t.Errorf("warning on line %d, want %d", warnings[0].Line, tt.line)
+			}
+			if tt.check != nil {
+				if msg := tt.check(pod); msg != "" {
+					t.Error(msg)
+				}
+			}
+		})
+	}
+	t.Run("a clean manifest warns nothing", func(t *testing.T) {
+		o := testOpts
+		o.Warn = func(p Problem) { t.Errorf("unexpected warning %s", p) }
+		if _, err := Parse([]byte(webYAML), o); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("unknown field and a real error: rejected", func(t *testing.T) {
+		data := strings.Replace(webYAML, "image: nginx", "image: nginx\n    imagee: x\n    restartPolicy: Sometimes", 1)
+		if _, err := Parse([]byte(data), testOpts); err == nil {
+			t.Fatal("Parse accepted an invalid restartPolicy")
+		}
+	})
+}
+
+// TestUIDFromManifestKept checks that metadata.uid, when given, is the
+// pod's UID and config hash, as upstream keeps it.
+func TestUIDFromManifestKept(t *testing.T) {
+	data := strings.Replace(webYAML, "  name: web\n", "  name: web\n  uid: 0b5e6f1c-3c7a-4d0e-9d0b-8e7b4c1e2f3a\n", 1)
+	pod, err := Parse([]byte(data), testOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.UID != "0b5e6f1c-3c7a-4d0e-9d0b-8e7b4c1e2f3a" || pod.Annotations[podconfig.AnnotationConfigHash] != string(pod.UID) {
+		t.Errorf("UID %q, config.hash %q; want the manifest's", pod.UID, pod.Annotations[podconfig.AnnotationConfigHash])
+	}
+}
+
 func TestUID(t *testing.T) {
 	base, err := Parse([]byte(webYAML), testOpts)
 	if err != nil {
@@ -250,11 +332,11 @@ func TestUID(t *testing.T) {
 		{name: "same content node and path", data: webYAML, same: true},
 		{name: "formatting and comments only", data: reformatted, same: true},
 		{name: "different seen time", data: webYAML, mutate: func(o *Options) { o.Seen = o.Seen.Add(time.Hour) }, same: true},
-		{name: "seen annotation in the file", data: strings.Replace(webYAML, "  labels:", "  annotations: {kubernetes.io/config.seen: yesterday}\n  labels:", 1), same: true},
+		{name: "seen annotation in the file, hashed as upstream", data: strings.Replace(webYAML, "  labels:", "  annotations: {kubernetes.io/config.seen: yesterday}\n  labels:", 1)},
 		{name: "image changed", data: strings.Replace(webYAML, "image: nginx", "image: nginx:1.27", 1)},
 		{name: "label changed", data: strings.Replace(webYAML, "app: web", "app: web2", 1)},
 		{name: "annotation added", data: strings.Replace(webYAML, "  labels:", "  annotations: {a: b}\n  labels:", 1)},
-		{name: "default made explicit", data: strings.Replace(webYAML, "spec:\n", "spec:\n  restartPolicy: Always\n", 1)},
+		{name: "default made explicit: the defaulted pod is hashed", data: strings.Replace(webYAML, "spec:\n", "spec:\n  restartPolicy: Always\n", 1), same: true},
 		{name: "different node", data: webYAML, mutate: func(o *Options) { o.NodeName = "node-2" }},
 		{name: "different path", data: webYAML, mutate: func(o *Options) { o.Origin = "/etc/kubernetes/manifests/web2.yaml" }},
 	}
@@ -335,10 +417,12 @@ spec:
       limits: {memory: 128Mi}
       requests: {memory: 64Mi}
 `
-	pod, err := Parse([]byte(data), testOpts)
+	// Defaults alone: a static pod may not use the configMap volume.
+	pod, _, _, err := Decode([]byte(data))
 	if err != nil {
-		t.Fatalf("Parse: %v", err)
+		t.Fatalf("Decode: %v", err)
 	}
+	SetDefaults(pod)
 	app := pod.Spec.Containers[0]
 	init := pod.Spec.InitContainers[0]
 	checks := []struct {
@@ -372,6 +456,45 @@ spec:
 	}
 	if q := resource.MustParse("128Mi"); !app.Resources.Limits.Memory().Equal(q) {
 		t.Errorf("limit changed to %v", app.Resources.Limits.Memory())
+	}
+}
+
+// TestAPIReferencesRefused checks upstream's rule (pkg/api/pod,
+// HasAPIObjectReference, applied by pkg/kubelet/config): a static pod that
+// needs an API object is refused, naming the kind.
+func TestAPIReferencesRefused(t *testing.T) {
+	const head = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n"
+	const c = "  containers:\n  - name: c\n    image: i\n"
+	tests := []struct {
+		name, spec, want string
+	}{
+		{"service account", "  serviceAccountName: sa\n" + c, "static pods may not reference serviceaccounts"},
+		{"old service account field", "  serviceAccount: sa\n" + c, "static pods may not reference serviceaccounts"},
+		{"image pull secret", "  imagePullSecrets: [{name: s}]\n" + c, "static pods may not reference secrets"},
+		{"secret env", "  containers:\n  - name: c\n    image: i\n    env: [{name: A, valueFrom: {secretKeyRef: {name: s, key: k}}}]\n", "may not reference secrets"},
+		{"secret envFrom in an init container", "  initContainers:\n  - name: i\n    image: i\n    envFrom: [{secretRef: {name: s}}]\n" + c, "may not reference secrets"},
+		{"configmap env", "  containers:\n  - name: c\n    image: i\n    env: [{name: A, valueFrom: {configMapKeyRef: {name: m, key: k}}}]\n", "may not reference configmaps"},
+		{"secret volume", "  volumes: [{name: v, secret: {secretName: s}}]\n" + c, "may not reference secrets"},
+		{"configmap volume", "  volumes: [{name: v, configMap: {name: m}}]\n" + c, "may not reference configmaps"},
+		{"pvc", "  volumes: [{name: v, persistentVolumeClaim: {claimName: x}}]\n" + c, "may not reference persistentvolumeclaims"},
+		{"csi", "  volumes: [{name: v, csi: {driver: d}}]\n" + c, "may not reference csidrivers (via CSI volumes)"},
+		{"projected token", "  volumes: [{name: v, projected: {sources: [{serviceAccountToken: {path: t}}]}}]\n" + c, "may not reference serviceaccounts (via projected volumes)"},
+		{"projected downward API is fine", "  volumes: [{name: v, projected: {sources: [{downwardAPI: {items: [{path: l, fieldRef: {fieldPath: metadata.labels}}]}}]}}]\n" + c, ""},
+		{"hostPath and emptyDir are fine", "  volumes: [{name: a, hostPath: {path: /x}}, {name: b, emptyDir: {}}]\n" + c, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(head+tt.spec), testOpts)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
 	}
 }
 
@@ -419,5 +542,33 @@ func TestParseAcceptsContainerRestartRules(t *testing.T) {
 	r := pod.Spec.Containers[0].RestartPolicyRules
 	if len(r) != 1 || r[0].ExitCodes == nil || r[0].ExitCodes.Operator != v1.ContainerRestartRuleOnExitCodesOpIn || r[0].ExitCodes.Values[0] != 42 {
 		t.Errorf("restartPolicyRules = %+v", r)
+	}
+}
+
+// TestPriorityWarning checks upstream's warnings about a static pod's
+// priority (pkg/kubelet/config, getStaticPodPriorityWarning).
+func TestPriorityWarning(t *testing.T) {
+	const head = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: i}]\n"
+	for _, tc := range []struct {
+		spec, want string
+	}{
+		{"", ""},
+		{"  priorityClassName: system-node-critical\n  priority: 2000001000\n", ""},
+		{"  priorityClassName: system-node-critical\n", "priorityClassName and nil priority"},
+		{"  priority: 5\n", "priority without priorityClassName"},
+		{"  priorityClassName: system-cluster-critical\n  priority: 2000000000\n", "a priority other than 2000001000"},
+	} {
+		var got []string
+		o := testOpts
+		o.Warn = func(p Problem) { got = append(got, p.String()) }
+		if _, err := Parse([]byte(head+tc.spec), o); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case tc.want == "" && len(got) != 0:
+			t.Errorf("%q: warnings %q, want none", tc.spec, got)
+		case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+			t.Errorf("%q: warnings %q, want one containing %q", tc.spec, got, tc.want)
+		}
 	}
 }

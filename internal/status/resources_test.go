@@ -30,7 +30,7 @@ func TestActualResources(t *testing.T) {
 			l:    &runtimeapi.LinuxContainerResources{CpuShares: 102, CpuQuota: 20000, CpuPeriod: 100000, MemoryLimitInBytes: 128 << 20},
 			want: alloc},
 		{name: "still the old values during a resize",
-			l: &runtimeapi.LinuxContainerResources{CpuShares: 51, CpuQuota: 10000, CpuPeriod: 100000, MemoryLimitInBytes: 64 << 20},
+			l:    &runtimeapi.LinuxContainerResources{CpuShares: 51, CpuQuota: 10000, CpuPeriod: 100000, MemoryLimitInBytes: 64 << 20},
 			want: v1.ResourceRequirements{Requests: rlist("cpu", "49m", "memory", "64Mi"), Limits: rlist("cpu", "100m", "memory", "64Mi")}},
 		{name: "no quota reported keeps the allocated limit",
 			l:    &runtimeapi.LinuxContainerResources{CpuShares: 102, MemoryLimitInBytes: 128 << 20},

@@ -33,17 +33,18 @@ func (c *computer) setResources(statuses []v1.ContainerStatus) {
 		if rec := c.rs.FindContainer(st.Name); rec != nil && rec.State == runtime.ContainerRunning {
 			reported = rec.Resources
 		}
-		st.Resources = actualResources(alloc, reported)
+		st.Resources = ActualResources(alloc, reported)
 	}
 }
 
-// actualResources is the allocation alloc with the values the runtime
+// ActualResources is the allocation alloc with the values the runtime
 // reports in l: the cpu request from the shares, the cpu limit from the
 // CFS quota and period, the memory limit. A value that the allocation
 // converts to exactly is kept as allocated (the conversion loses
 // precision); a resource without an allocated value is left out, as
-// upstream reports it.
-func actualResources(alloc v1.ResourceRequirements, l *runtimeapi.LinuxContainerResources) *v1.ResourceRequirements {
+// upstream reports it, and an allocated memory limit the runtime reports
+// as unlimited (0) is left out.
+func ActualResources(alloc v1.ResourceRequirements, l *runtimeapi.LinuxContainerResources) *v1.ResourceRequirements {
 	out := alloc.DeepCopy()
 	if l == nil {
 		return out
@@ -58,8 +59,13 @@ func actualResources(alloc v1.ResourceRequirements, l *runtimeapi.LinuxContainer
 			out.Limits[v1.ResourceCPU] = *resource.NewMilliQuantity(l.GetCpuQuota()*1000/l.GetCpuPeriod(), resource.DecimalSI)
 		}
 	}
-	if q, ok := alloc.Limits[v1.ResourceMemory]; ok && l.GetMemoryLimitInBytes() > 0 && q.Value() != l.GetMemoryLimitInBytes() {
-		out.Limits[v1.ResourceMemory] = *resource.NewQuantity(l.GetMemoryLimitInBytes(), resource.BinarySI)
+	if q, ok := alloc.Limits[v1.ResourceMemory]; ok && q.Value() != l.GetMemoryLimitInBytes() {
+		if l.GetMemoryLimitInBytes() > 0 {
+			out.Limits[v1.ResourceMemory] = *resource.NewQuantity(l.GetMemoryLimitInBytes(), resource.BinarySI)
+		} else {
+			// Reported unlimited.
+			delete(out.Limits, v1.ResourceMemory)
+		}
 	}
 	return out
 }

@@ -32,12 +32,15 @@ func TestActualResources(t *testing.T) {
 		{name: "still the old values during a resize",
 			l:    &runtimeapi.LinuxContainerResources{CpuShares: 51, CpuQuota: 10000, CpuPeriod: 100000, MemoryLimitInBytes: 64 << 20},
 			want: v1.ResourceRequirements{Requests: rlist("cpu", "49m", "memory", "64Mi"), Limits: rlist("cpu", "100m", "memory", "64Mi")}},
+		{name: "an unlimited memory reported drops the limit",
+			l:    &runtimeapi.LinuxContainerResources{CpuShares: 102, CpuQuota: 20000, CpuPeriod: 100000},
+			want: v1.ResourceRequirements{Requests: rlist("cpu", "100m", "memory", "64Mi"), Limits: rlist("cpu", "200m")}},
 		{name: "no quota reported keeps the allocated limit",
 			l:    &runtimeapi.LinuxContainerResources{CpuShares: 102, MemoryLimitInBytes: 128 << 20},
 			want: alloc},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := actualResources(alloc, tc.l)
+			got := ActualResources(alloc, tc.l)
 			for _, pair := range [][2]v1.ResourceList{{got.Requests, tc.want.Requests}, {got.Limits, tc.want.Limits}} {
 				if len(pair[0]) != len(pair[1]) {
 					t.Fatalf("got %v, want %v", got, tc.want)

@@ -115,7 +115,7 @@ func (m *Manager) Allocated(pod *v1.Pod) *v1.Pod {
 }
 
 // LinuxResources gives a container's CRI Linux resources in its pod.
-type LinuxResources func(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources
+type LinuxResources = func(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources
 
 // Sync runs on every sync of a pod that is not terminal, before its
 // containers are started. It records the allocation of a pod seen for the

@@ -234,9 +234,9 @@ func TestCheck(t *testing.T) {
 			p.Spec.Containers[0].RestartPolicy = ptr.To(v1.ContainerRestartPolicyNever)
 			p.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart}}
 		}, warnings: []string{"spec.containers[app].restartPolicy", "spec.containers[app].restartPolicyRules"}},
-		{name: "resizePolicy RestartContainer", change: func(p *v1.Pod) {
+		{name: "resizePolicy RestartContainer is honoured", change: func(p *v1.Pod) {
 			p.Spec.Containers[0].ResizePolicy[1].RestartPolicy = v1.RestartContainer
-		}, warnings: []string{"spec.containers[app].resizePolicy"}},
+		}},
 		{name: "stopSignal and seLinuxChangePolicy", change: func(p *v1.Pod) {
 			p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: ptr.To(v1.SIGUSR1)}
 			p.Spec.SecurityContext.SELinuxChangePolicy = ptr.To(v1.SELinuxChangePolicyRecursive)

@@ -1,6 +1,7 @@
 package resize
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/heartlet/heartlet/internal/podresources"
 )
 
 func rr(req, lim map[v1.ResourceName]string) v1.ResourceRequirements {
@@ -188,4 +191,33 @@ func FuzzParseState(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestHandlerListsAndRemoves(t *testing.T) {
+	s, err := OpenStore(filepath.Join(t.TempDir(), StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []types.UID{"a", "b"} {
+		if err := s.Set(uid, Allocation{"c": {}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := podresources.New(s.Handler())
+	uids, err := set.PodsWithResources(context.Background())
+	if err != nil || len(uids) != 2 {
+		t.Fatalf("PodsWithResources = %v, %v; want a and b", uids, err)
+	}
+	if err := set.Cleanup(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Get("a"); ok {
+		t.Error("Cleanup left the allocation")
+	}
+	if _, ok := s.Get("b"); !ok {
+		t.Error("Cleanup of a removed b's allocation")
+	}
+	if err := set.Release(context.Background(), &v1.Pod{}); err != nil {
+		t.Errorf("Release: %v", err)
+	}
 }

@@ -90,6 +90,16 @@ type Manager struct {
 type podState struct {
 	pending    *v1.PodCondition
 	inProgress *v1.PodCondition
+	// actuated is, by container name, what heartlet last set a running
+	// container to, for runtimes that do not report a container's
+	// resources (containerd 1.6).
+	actuated map[string]actuated
+}
+
+// actuated is what a container (by ID) was last set to.
+type actuated struct {
+	id        string
+	resources v1.ResourceRequirements
 }
 
 // NewManager returns a Manager.
@@ -136,6 +146,9 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, 
 		return nil, nil
 	}
 
+	// What the running containers were allocated before this sync: what
+	// they run with unless the runtime or an update says otherwise.
+	before := alloc
 	d := Decide(pod, alloc, m.inputs(pod))
 	switch d.Outcome {
 	case None:
@@ -163,7 +176,7 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, 
 	}
 
 	allocPod := WithAllocation(pod, alloc)
-	actual, ids := m.actual(allocPod, rs, alloc)
+	actual, ids := m.actual(allocPod, rs, alloc, before)
 	plan := MakePlan(allocPod, actual, alloc)
 	if plan.Empty() {
 		if m.setInProgress(pod, nil) {
@@ -172,7 +185,7 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, 
 		}
 		return nil, nil
 	}
-	if err := m.apply(ctx, allocPod, plan, ids, linux); err != nil {
+	if err := m.apply(ctx, allocPod, plan, actual, ids, linux); err != nil {
 		cond := &v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, Reason: ReasonError, Message: err.Error(), ObservedGeneration: pod.Generation}
 		if m.setInProgress(pod, cond) {
 			m.event(pod, v1.EventTypeWarning, EventResizeError, "%s", summary("Pod resize error", allocPod, pod.Generation, err.Error()))
@@ -185,9 +198,13 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, 
 	return plan.Restart, nil
 }
 
-// apply runs the plan's steps in order and stops at the first error.
-func (m *Manager) apply(ctx context.Context, pod *v1.Pod, plan Plan, ids map[string]string, linux LinuxResources) error {
+// apply runs the plan's steps in order and stops at the first error. A
+// container's step for one resource sends the container's resources with
+// that resource at its allocation and the other as it runs (actual), so
+// each write changes one resource, in the plan's order.
+func (m *Manager) apply(ctx context.Context, pod *v1.Pod, plan Plan, actual Allocation, ids map[string]string, linux LinuxResources) error {
 	logger := klog.FromContext(ctx)
+	alloc := FromPod(pod)
 	for _, st := range plan.Steps {
 		switch st.Kind {
 		case PodCgroup:
@@ -202,18 +219,45 @@ func (m *Manager) apply(ctx context.Context, pod *v1.Pod, plan Plan, ids map[str
 			if c == nil {
 				continue
 			}
-			logger.V(2).Info("Resizing container", "container", st.Container, "resource", st.Resource)
-			if err := m.opts.Containers.UpdateContainerResources(ctx, ids[st.Container], linux(pod, c)); err != nil {
-				return fmt.Errorf("resize container %s: %w", st.Container, err)
+			next := withResource(actual[c.Name], alloc[c.Name], st.Resource)
+			cc := c.DeepCopy()
+			cc.Resources = next
+			logger.V(2).Info("Resizing container", "container", c.Name, "resource", st.Resource)
+			if err := m.opts.Containers.UpdateContainerResources(ctx, ids[c.Name], linux(pod, cc)); err != nil {
+				return fmt.Errorf("resize container %s: %w", c.Name, err)
 			}
+			actual[c.Name] = next
+			m.setActuated(pod.UID, c.Name, ids[c.Name], next)
 		}
 	}
 	return nil
 }
 
-// actual is the resources the running containers of rs run with, as
-// their runtime reports them (status.ActualResources), and their IDs.
-func (m *Manager) actual(pod *v1.Pod, rs *runtime.PodStatus, alloc Allocation) (Allocation, map[string]string) {
+// withResource is cur with the request and limit of r taken from want.
+func withResource(cur, want v1.ResourceRequirements, r v1.ResourceName) v1.ResourceRequirements {
+	out := *cur.DeepCopy()
+	for _, pair := range []struct {
+		dst *v1.ResourceList
+		src v1.ResourceList
+	}{{&out.Requests, want.Requests}, {&out.Limits, want.Limits}} {
+		q, ok := pair.src[r]
+		if !ok {
+			delete(*pair.dst, r)
+			continue
+		}
+		if *pair.dst == nil {
+			*pair.dst = v1.ResourceList{}
+		}
+		(*pair.dst)[r] = q.DeepCopy()
+	}
+	return out
+}
+
+// actual is the resources the running containers of rs run with, and
+// their IDs: as their runtime reports them (status.ActualResources); for
+// a runtime that reports none, what heartlet last set the container to,
+// else what it was allocated before (before).
+func (m *Manager) actual(pod *v1.Pod, rs *runtime.PodStatus, alloc, before Allocation) (Allocation, map[string]string) {
 	out, ids := Allocation{}, map[string]string{}
 	if rs == nil {
 		return out, ids
@@ -223,10 +267,48 @@ func (m *Manager) actual(pod *v1.Pod, rs *runtime.PodStatus, alloc Allocation) (
 		if rec == nil || rec.State != runtime.ContainerRunning {
 			continue
 		}
-		out[c.Name] = *status.ActualResources(alloc[c.Name], rec.Resources)
 		ids[c.Name] = rec.ID
+		if rec.Resources != nil {
+			out[c.Name] = *status.ActualResources(alloc[c.Name], rec.Resources)
+			continue
+		}
+		if a, ok := m.getActuated(pod.UID, c.Name); ok && a.id == rec.ID {
+			out[c.Name] = a.resources
+			continue
+		}
+		r, ok := before[c.Name]
+		if !ok {
+			r = alloc[c.Name]
+		}
+		out[c.Name] = *r.DeepCopy()
+		m.setActuated(pod.UID, c.Name, rec.ID, r)
 	}
 	return out, ids
+}
+
+func (m *Manager) getActuated(uid types.UID, name string) (actuated, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.state[uid]
+	if st == nil {
+		return actuated{}, false
+	}
+	a, ok := st.actuated[name]
+	return a, ok
+}
+
+func (m *Manager) setActuated(uid types.UID, name, id string, r v1.ResourceRequirements) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.state[uid]
+	if st == nil {
+		st = &podState{}
+		m.state[uid] = st
+	}
+	if st.actuated == nil {
+		st.actuated = map[string]actuated{}
+	}
+	st.actuated[name] = actuated{id: id, resources: *r.DeepCopy()}
 }
 
 // inputs are the node's facts for a decision about pod.
@@ -271,6 +353,12 @@ func (m *Manager) Status(pod *v1.Pod) *status.Resize {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if st := m.state[pod.UID]; st != nil {
+		for name, a := range st.actuated {
+			if out.Actuated == nil {
+				out.Actuated = map[string]v1.ResourceRequirements{}
+			}
+			out.Actuated[name] = *a.resources.DeepCopy()
+		}
 		for _, c := range []*v1.PodCondition{st.pending, st.inProgress} {
 			if c != nil {
 				out.Conditions = append(out.Conditions, *c.DeepCopy())

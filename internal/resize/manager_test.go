@@ -24,7 +24,10 @@ import (
 type fakeNode struct {
 	log       []string
 	resources map[string]*runtimeapi.LinuxContainerResources // by container ID
+	updates   []*runtimeapi.LinuxContainerResources
 	failOn    string
+	// silent is a runtime that reports no container resources.
+	silent bool
 }
 
 func (f *fakeNode) ResizePod(_ context.Context, _ *v1.Pod, r v1.ResourceName) error {
@@ -38,6 +41,7 @@ func (f *fakeNode) UpdateContainerResources(_ context.Context, id string, r *run
 	}
 	f.log = append(f.log, "container "+id)
 	f.resources[id] = r
+	f.updates = append(f.updates, r)
 	return nil
 }
 
@@ -101,6 +105,9 @@ func (h *harness) status(pod *v1.Pod) *runtime.PodStatus {
 	rs := &runtime.PodStatus{UID: pod.UID}
 	for _, c := range pod.Spec.Containers {
 		if r, ok := h.node.resources[id(pod, c.Name)]; ok {
+			if h.node.silent {
+				r = nil
+			}
 			rs.Containers = append(rs.Containers, &runtime.ContainerStatus{ID: id(pod, c.Name), Name: c.Name, State: runtime.ContainerRunning, Resources: r})
 		}
 	}
@@ -316,5 +323,42 @@ func TestManagerAllocationSurvivesRestart(t *testing.T) {
 	m := NewManager(Options{Store: store, Containers: h.node})
 	if got := m.Allocated(huge).Spec.Containers[0].Resources.Requests.Cpu(); got.MilliValue() != 100 {
 		t.Errorf("after a restart the pod runs at cpu %s, want its allocation 100m", got.String())
+	}
+}
+
+// A runtime that reports no container resources (containerd 1.6): what
+// heartlet set is what the container runs with, and each update changes
+// one resource in the plan's order.
+func TestManagerRuntimeWithoutResources(t *testing.T) {
+	h := newHarness(t, list("2", "4Gi"))
+	h.node.silent = true
+	pod := mkPod(ctr{name: "app", r: res4{"100m", "200m", "64Mi", "128Mi"}})
+	h.start(t, pod)
+	want := resized(pod, "app", res4{"500m", "1", "128Mi", "256Mi"})
+	if _, err := h.sync(t, want); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.node.updates) != 2 {
+		t.Fatalf("%d container updates, want 2 (memory, then cpu)", len(h.node.updates))
+	}
+	mem, cpu := h.node.updates[0], h.node.updates[1]
+	if mem.GetMemoryLimitInBytes() != 256<<20 || mem.GetCpuQuota() != 20000 {
+		t.Errorf("the memory step sent %v, want the new memory limit and the old cpu quota", mem)
+	}
+	if cpu.GetMemoryLimitInBytes() != 256<<20 || cpu.GetCpuQuota() != 100000 || cpu.GetCpuShares() != 512 {
+		t.Errorf("the cpu step sent %v", cpu)
+	}
+	if _, err := h.sync(t, want); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.node.log) != 0 {
+		t.Errorf("an applied resize was written again: %v", h.node.log)
+	}
+	if c := condition(h, want, v1.PodResizeInProgress); c != nil {
+		t.Errorf("PodResizeInProgress stayed: %+v", c)
+	}
+	st := h.m.Status(want)
+	if got := st.Actuated["app"].Limits[v1.ResourceMemory]; got.Value() != 256<<20 {
+		t.Errorf("status actuated memory limit %s, want 256Mi", got.String())
 	}
 }

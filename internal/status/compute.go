@@ -102,6 +102,9 @@ type Resize struct {
 	// status's allocatedResources, and with the values the runtime
 	// reports, its resources.
 	Allocated map[string]v1.ResourceRequirements
+	// Actuated is what heartlet last set each running container's
+	// resources to, by name: its resources when the runtime reports none.
+	Actuated map[string]v1.ResourceRequirements
 	// Conditions are the pod's PodResizePending and PodResizeInProgress
 	// conditions, if any.
 	Conditions []v1.PodCondition

@@ -12,7 +12,7 @@ import (
 // setResources fills allocatedResources and resources of the statuses of
 // containers with an allocation: the allocated requests, and the
 // allocation with the cpu and memory values the running container's
-// runtime reports.
+// runtime reports (what heartlet set, for a runtime that reports none).
 func (c *computer) setResources(statuses []v1.ContainerStatus) {
 	if c.in.Resize == nil {
 		return
@@ -32,6 +32,10 @@ func (c *computer) setResources(statuses []v1.ContainerStatus) {
 		var reported *runtimeapi.LinuxContainerResources
 		if rec := c.rs.FindContainer(st.Name); rec != nil && rec.State == runtime.ContainerRunning {
 			reported = rec.Resources
+		}
+		if a, ok := c.in.Resize.Actuated[st.Name]; ok && reported == nil {
+			st.Resources = a.DeepCopy()
+			continue
 		}
 		st.Resources = ActualResources(alloc, reported)
 	}

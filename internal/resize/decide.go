@@ -72,7 +72,8 @@ const (
 //
 // The rules are upstream's (KEP-1287 and the kubelet's allocation
 // manager): a static pod, a change of the QoS class, of a resource other
-// than cpu and memory, or of a pod using pod-level resources is
+// than cpu and memory, of a pod using pod-level resources, or one that
+// would restart a container of a pod whose restartPolicy is Never is
 // infeasible; a request for more cpu or memory than the node's allocatable
 // is infeasible; one that does not fit beside the other pods' allocations
 // is deferred; anything else is accepted.
@@ -94,6 +95,18 @@ func Decide(pod *v1.Pod, allocated Allocation, in Inputs) Decision {
 		}
 		if r, changed := otherResourceChanged(old, want[name]); changed {
 			return Decision{Outcome: Infeasible, Message: fmt.Sprintf("In-place resize of container %q: resource %s cannot be resized in place.", name, r)}
+		}
+	}
+	if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
+		for _, c := range containers(pod) {
+			old, ok := allocated[c.Name]
+			if !ok {
+				continue
+			}
+			plan := MakePlan(pod, Allocation{c.Name: old}, Allocation{c.Name: c.Resources})
+			if len(plan.Restart) > 0 {
+				return Decision{Outcome: Infeasible, Message: fmt.Sprintf("In-place resize of container %q needs a restart (resizePolicy RestartContainer), which the pod's restartPolicy Never forbids.", c.Name)}
+			}
 		}
 	}
 	before := WithAllocation(pod, allocated)

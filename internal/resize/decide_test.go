@@ -118,6 +118,22 @@ func TestDecideRefusesOtherResources(t *testing.T) {
 	}
 }
 
+func TestDecideRefusesRestartsOfNeverPods(t *testing.T) {
+	pod := mkPod(ctr{name: "c", r: res4{"100m", "200m", "64Mi", "128Mi"}, memPol: v1.RestartContainer})
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	allocated := FromPod(pod)
+	cpuOnly := pod.DeepCopy()
+	cpuOnly.Spec.Containers[0].Resources.Limits[v1.ResourceCPU] = resource.MustParse("300m")
+	if got := Decide(cpuOnly, allocated, Inputs{Allocatable: list("2", "4Gi")}); got.Outcome != Accepted {
+		t.Errorf("a cpu resize (NotRequired) of a Never pod: %v %q, want Accepted", got.Outcome, got.Message)
+	}
+	mem := pod.DeepCopy()
+	mem.Spec.Containers[0].Resources.Limits[v1.ResourceMemory] = resource.MustParse("256Mi")
+	if got := Decide(mem, allocated, Inputs{Allocatable: list("2", "4Gi")}); got.Outcome != Infeasible {
+		t.Errorf("a memory resize (RestartContainer) of a Never pod: %v, want Infeasible", got.Outcome)
+	}
+}
+
 func TestDecideRefusesPodLevelResources(t *testing.T) {
 	pod := mkPod(ctr{name: "c", r: res4{"100m", "200m", "64Mi", "128Mi"}})
 	allocated := FromPod(pod)

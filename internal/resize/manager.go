@@ -194,8 +194,15 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, 
 	}
 	if len(plan.Restart) > 0 {
 		m.setInProgress(pod, &v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, ObservedGeneration: pod.Generation})
+		return plan.Restart, nil
 	}
-	return plan.Restart, nil
+	// Every write succeeded (CRI updates are synchronous): the containers
+	// run at their allocation now.
+	if m.setInProgress(pod, nil) {
+		logger.Info("Pod resize completed", "generation", pod.Generation)
+		m.event(pod, v1.EventTypeNormal, EventResizeCompleted, "%s", summary("Pod resize completed", allocPod, pod.Generation, ""))
+	}
+	return nil, nil
 }
 
 // apply runs the plan's steps in order and stops at the first error. A

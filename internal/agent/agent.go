@@ -52,6 +52,7 @@ import (
 	"github.com/heartlet/heartlet/internal/podsync"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/probe"
+	"github.com/heartlet/heartlet/internal/resize"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
 	"github.com/heartlet/heartlet/internal/serviceenv"
@@ -151,6 +152,8 @@ type components struct {
 	features    podfields.Features
 	serviceEnv  *serviceenv.Env                                      // nil in standalone mode
 	servingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error) // nil: newKubeletAPI loads or makes it
+	resizer     *resize.Manager
+	allocations *resize.Store
 
 	// closers run when Run returns, last first.
 	closers []func()
@@ -293,6 +296,9 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 		}
 	}
 	a.buildSources(ctx, c, conn)
+	if err := a.buildResize(c, conn); err != nil {
+		return nil, err
+	}
 	a.buildWorkers(ctx, c, conn)
 	c.features = runtimeFeatures(ctx, conn.rt)
 	if err := a.buildLifecycle(c); err != nil {
@@ -407,7 +413,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		NodeIPs:     conn.nodeIPs,
 		Allocatable: c.allocatable,
 	})
-	c.resources = newPodResources(c.cgroups, c.volumes, cfg.PodLogsDir, a.opts.RootDir)
+	c.resources = newPodResources(c.cgroups, c.volumes, cfg.PodLogsDir, a.opts.RootDir, c.allocations)
 	startedAt := a.clock.Now()
 	c.probes = probe.NewManager(probe.Options{Exec: rt, Status: c.statuses, Recorder: probeRecorder(rec), Clock: a.clock, Journal: c.journal,
 		PreviousStatus: func(pod *v1.Pod) (*v1.PodStatus, bool) {
@@ -461,6 +467,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		CheckDisk:          diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
 		ServiceEnv:         buildServiceEnv(c, cl),
 		RuntimeClasses:     runtimeClasses(cl),
+		Resizer:            podsyncResizer(c.resizer),
 	}, rt, podsyncCgroups(c.cgroups), c.startup.Sink(c.statuses))
 	c.workers = podworker.New(c.syncer, a.clock, cfg.SyncFrequency.Duration)
 

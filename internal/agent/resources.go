@@ -5,6 +5,7 @@ import (
 	"github.com/heartlet/heartlet/internal/podlifecycle"
 	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podsync"
+	"github.com/heartlet/heartlet/internal/resize"
 	"github.com/heartlet/heartlet/internal/volume"
 )
 
@@ -13,8 +14,9 @@ var _ podlifecycle.ResourceCleaner = (*podresources.Set)(nil)
 
 // newPodResources is the node's one list of per-pod resource handlers,
 // used by the pod syncer and by housekeeping alike. A nil cgroup manager
-// (cgroupsPerQOS off) manages no pod cgroups.
-func newPodResources(cg *cgroups.Manager, vols *volume.Manager, podLogsDir, rootDir string) *podresources.Set {
+// (cgroupsPerQOS off) manages no pod cgroups; a nil allocation record
+// keeps none.
+func newPodResources(cg *cgroups.Manager, vols *volume.Manager, podLogsDir, rootDir string, alloc *resize.Store) *podresources.Set {
 	h := podresources.NodeHandlers{
 		Logs:           podsync.LogDir(podLogsDir),
 		Volumes:        podresources.Volumes(vols),
@@ -22,6 +24,9 @@ func newPodResources(cg *cgroups.Manager, vols *volume.Manager, podLogsDir, root
 	}
 	if cg != nil {
 		h.Cgroup = podresources.PodCgroup(cg)
+	}
+	if alloc != nil {
+		h.Allocation = alloc.Handler()
 	}
 	return podresources.ForNode(h)
 }

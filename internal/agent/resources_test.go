@@ -13,7 +13,7 @@ import (
 // become a handler).
 func TestNewPodResources(t *testing.T) {
 	vols := volume.New(volume.Options{RootDir: t.TempDir()})
-	got := newPodResources(nil, vols, t.TempDir(), t.TempDir()).Names()
+	got := newPodResources(nil, vols, t.TempDir(), t.TempDir(), nil).Names()
 	want := []string{podresources.NameLogs, podresources.NameVolumes, podresources.NameContainerFiles}
 	if !slices.Equal(got, want) {
 		t.Errorf("handlers = %q, want %q", got, want)

@@ -24,8 +24,8 @@ Every field of the Kubernetes 1.37 pod API (` + "`PodSpec`" + `, ` + "`PodSecuri
 
 A field counts as used when it is set to other than its zero value and,
 where noted, to a value heartlet does not honour (` + "`hostUsers`" + ` only when
-false, ` + "`appArmorProfile`" + ` other than ` + "`Unconfined`" + `, ` + "`resizePolicy`" + ` only with
-` + "`RestartContainer`" + `, ` + "`supplementalGroupsPolicy: Strict`" + ` and ` + "`recursiveReadOnly: Enabled`" + `
+false, ` + "`appArmorProfile`" + ` other than ` + "`Unconfined`" + `,
+` + "`supplementalGroupsPolicy: Strict`" + ` and ` + "`recursiveReadOnly: Enabled`" + `
 only when the runtime does not report that feature).
 
 Generated from ` + "`internal/podfields`" + ` by

@@ -241,9 +241,9 @@ func TestCheck(t *testing.T) {
 				{Action: v1.ContainerRestartRuleActionRestartAllContainers},
 			}
 		}, refusals: []string{"spec.containers[app].restartPolicyRules[1].action"}},
-		{name: "resizePolicy RestartContainer", change: func(p *v1.Pod) {
+		{name: "resizePolicy RestartContainer is honoured", change: func(p *v1.Pod) {
 			p.Spec.Containers[0].ResizePolicy[1].RestartPolicy = v1.RestartContainer
-		}, warnings: []string{"spec.containers[app].resizePolicy"}},
+		}},
 		{name: "stopSignal and seLinuxChangePolicy", change: func(p *v1.Pod) {
 			p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{StopSignal: ptr.To(v1.SIGUSR1)}
 			p.Spec.SecurityContext.SELinuxChangePolicy = ptr.To(v1.SELinuxChangePolicyRecursive)

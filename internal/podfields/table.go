@@ -144,15 +144,7 @@ func container(prefix string, kind containerKind) []Field {
 		{Path: p + "env", Support: Honoured},
 		{Path: p + "resources", Support: Honoured},
 		{Path: p + "resources.claims", Support: Refused, Note: "dynamic resource allocation is not supported: the claimed devices would not be prepared"},
-		{Path: p + "resizePolicy", Support: NotYet, Note: "resizePolicy RestartContainer is not applied: a resize does not restart the container",
-			Used: func(v reflect.Value, _ Features) bool {
-				for i := 0; i < v.Len(); i++ {
-					if v.Index(i).FieldByName("RestartPolicy").String() == string(v1.RestartContainer) {
-						return true
-					}
-				}
-				return false
-			}},
+		{Path: p + "resizePolicy", Support: Honoured, Note: "in-place resize: NotRequired updates the running container, RestartContainer restarts it"},
 		restart,
 		rules,
 		{Path: p + "restartPolicyRules[].action", Support: Refused,

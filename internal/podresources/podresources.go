@@ -114,6 +114,9 @@ func New(handlers ...Handler) *Set {
 // not managed (no pod cgroups without cgroupsPerQOS, no files without a
 // root directory).
 type NodeHandlers struct {
+	// Allocation is the record of the resources allocated to the pod
+	// (in-place resize): first, and removed last.
+	Allocation Handler
 	// Cgroup is the pod cgroup: first, so the pod is accounted for before
 	// anything is written on its behalf, and removed last.
 	Cgroup Handler
@@ -127,10 +130,10 @@ type NodeHandlers struct {
 	ContainerFiles Handler
 }
 
-// ForNode returns the Set of the node's handlers in their order: pod
-// cgroup, log directory, volumes, container files.
+// ForNode returns the Set of the node's handlers in their order:
+// allocation record, pod cgroup, log directory, volumes, container files.
 func ForNode(h NodeHandlers) *Set {
-	return New(h.Cgroup, h.Logs, h.Volumes, h.ContainerFiles)
+	return New(h.Allocation, h.Cgroup, h.Logs, h.Volumes, h.ContainerFiles)
 }
 
 // Names lists the handlers in order.

@@ -116,8 +116,9 @@ func TestForNodeOrder(t *testing.T) {
 		Volumes:        newFake("volumes", c),
 		Logs:           newFake("logs", c),
 		Cgroup:         newFake("cgroup", c),
+		Allocation:     newFake("allocation", c),
 	})
-	if got, want := s.Names(), []string{"cgroup", "logs", "volumes", "files"}; !slices.Equal(got, want) {
+	if got, want := s.Names(), []string{"allocation", "cgroup", "logs", "volumes", "files"}; !slices.Equal(got, want) {
 		t.Errorf("ForNode order %q, want %q", got, want)
 	}
 	if got := ForNode(NodeHandlers{Volumes: newFake("volumes", c)}).Names(); !slices.Equal(got, []string{"volumes"}) {

@@ -184,6 +184,29 @@ type Options struct {
 	// handler of the pod's sandbox (RuntimeHandler for pods that name
 	// none); nil (standalone) refuses pods that name a RuntimeClass.
 	RuntimeClasses RuntimeClassGetter
+	// Resizer is in-place pod resize; nil runs every pod at its spec's
+	// resources and resizes nothing.
+	Resizer Resizer
+}
+
+// Resizer is in-place pod resize (resize.Manager).
+//
+// Contract: Allocated returns the pod at the resources allocated to it
+// (the pod itself when it asks for its allocation or has none recorded);
+// it never blocks. Sync runs on each sync of a pod that is not terminal,
+// once its resources are prepared and before containers start: it
+// records a new pod's allocation, decides a resize its spec asks for and
+// applies an accepted one to the pod cgroup and the running containers of
+// rs (each with the CRI resources linux gives), and returns the
+// containers to restart for the resize; an error leaves the resize for the
+// next sync. Status is the resize part of the pod's status (nil for
+// none). Forget drops what is kept in memory for a pod that will never
+// run again. Calls for one pod are never concurrent.
+type Resizer interface {
+	Allocated(pod *v1.Pod) *v1.Pod
+	Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, linux func(*v1.Pod, *v1.Container) *runtimeapi.LinuxContainerResources) ([]string, error)
+	Status(pod *v1.Pod) *status.Resize
+	Forget(uid types.UID)
 }
 
 // ServiceEnv gives the Service environment variables of a pod's
@@ -277,6 +300,11 @@ func (c crashBackoff) hold(key string, finishedAt time.Time) time.Duration {
 func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Pod) (podworker.SyncResult, error) {
 	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID)
 	ctx = klog.NewContext(ctx, logger)
+	// The pod runs at its allocation; desired may ask for a resize.
+	desired := pod
+	if s.opts.Resizer != nil {
+		pod = s.opts.Resizer.Allocated(pod)
+	}
 
 	rs, err := s.rt.GetPodStatus(ctx, pod.UID)
 	if err != nil {
@@ -323,6 +351,11 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	}
 	if acts.createSandbox && len(pod.Spec.Volumes) > 0 {
 		s.note(pod, journal.Entry{Kind: journal.KindVolume, Message: fmt.Sprintf("%d volumes ready", len(pod.Spec.Volumes))})
+	}
+	var errs []error
+	pod, err = s.resize(ctx, desired, pod, rs, &acts)
+	if err != nil {
+		errs = append(errs, err)
 	}
 
 	sbCfg, err := s.sandboxConfig(pod, acts.sandboxAttempt)
@@ -387,7 +420,6 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		}
 	}
 
-	var errs []error
 	for _, st := range acts.start {
 		typ := metrics.ContainerTypeContainer
 		switch {
@@ -641,6 +673,9 @@ func logPathOf(rs *runtime.PodStatus, id string) string {
 // keeps, for pod uid.
 func (s *Syncer) forgetPod(uid types.UID) {
 	s.crash.forget(uid)
+	if s.opts.Resizer != nil {
+		s.opts.Resizer.Forget(uid)
+	}
 	if s.opts.Images != nil {
 		s.opts.Images.Forget(uid)
 	}
@@ -706,6 +741,9 @@ func (s *Syncer) reportStatus(ctx context.Context, pod *v1.Pod, w map[string]wai
 		in.Waiting[name] = status.Waiting{Reason: wt.reason, Message: wt.message}
 	}
 	in.Ready, in.Started = probeInputs(pod, rs, s.opts.Probes)
+	if s.opts.Resizer != nil {
+		in.Resize = s.opts.Resizer.Status(pod)
+	}
 	if old, ok := s.status.GetPodStatus(pod.UID); ok {
 		in.Old = &old
 	}

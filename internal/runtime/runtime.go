@@ -198,6 +198,7 @@ const (
 	opStartContainer   = "start_container"
 	opStopContainer    = "stop_container"
 	opRemoveContainer  = "remove_container"
+	opUpdateContainer  = "update_container"
 	opListContainers   = "list_containers"
 	opContainerStatus  = "container_status"
 	opPullImage        = "pull_image"
@@ -352,6 +353,16 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) (err error) {
 	defer r.record(opRemoveContainer, r.clock.Now(), &err)
 	if err := r.rs.RemoveContainer(ctx, id); err != nil {
 		return wrap(err, "remove container %s", id)
+	}
+	return nil
+}
+
+// UpdateContainerResources changes a running container's Linux resources
+// in place (cpu shares, CFS quota and period, memory limit).
+func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res *runtimeapi.LinuxContainerResources) (err error) {
+	defer r.record(opUpdateContainer, r.clock.Now(), &err)
+	if err := r.rs.UpdateContainerResources(ctx, id, &runtimeapi.ContainerResources{Linux: res}); err != nil {
+		return wrap(err, "update resources of container %s", id)
 	}
 	return nil
 }

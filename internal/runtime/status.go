@@ -193,6 +193,7 @@ func decodeContainerStatus(st *runtimeapi.ContainerStatus, listed *runtimeapi.Co
 		Attempt:     st.GetMetadata().GetAttempt(),
 		Labels:      labels,
 		Annotations: annotations,
+		Resources:   st.GetResources().GetLinux(),
 	}
 	for _, m := range st.GetMounts() {
 		cs.Mounts = append(cs.Mounts, Mount{HostPath: m.GetHostPath(), ContainerPath: m.GetContainerPath()})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Label and annotation keys written on sandboxes and containers, in the
@@ -82,6 +83,9 @@ type ContainerStatus struct {
 	Attempt      uint32 // CRI metadata attempt
 	// Mounts are the container's bind mounts as the runtime reports them.
 	Mounts []Mount
+	// Resources are the Linux resources the runtime reports the container
+	// runs with; nil when it reports none.
+	Resources *runtimeapi.LinuxContainerResources
 	// Labels and Annotations are the container's CRI labels and annotations
 	// (see ParseContainerAnnotations).
 	Labels      map[string]string

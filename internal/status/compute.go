@@ -91,6 +91,23 @@ type Inputs struct {
 	// RuntimeName prefixes container IDs ("<name>://<id>");
 	// DefaultRuntimeName when empty.
 	RuntimeName string
+	// Resize is the pod's in-place resize state; nil reports none.
+	Resize *Resize
+}
+
+// Resize is what the status reports of in-place resize.
+type Resize struct {
+	// Allocated is the resources allocated to each resizable container
+	// (app containers and sidecars), by name: their requests are the
+	// status's allocatedResources, and with the values the runtime
+	// reports, its resources.
+	Allocated map[string]v1.ResourceRequirements
+	// Actuated is what heartlet last set each running container's
+	// resources to, by name: its resources when the runtime reports none.
+	Actuated map[string]v1.ResourceRequirements
+	// Conditions are the pod's PodResizePending and PodResizeInProgress
+	// conditions, if any.
+	Conditions []v1.PodCondition
 }
 
 // Compute returns the API status of pod from the runtime's view rs (nil
@@ -138,6 +155,8 @@ func Compute(pod *v1.Pod, rs *runtime.PodStatus, in Inputs) v1.PodStatus {
 	})
 	c.setStartedAndReady(s.InitContainerStatuses, pod.Spec.InitContainers, true)
 	c.setStartedAndReady(s.ContainerStatuses, pod.Spec.Containers, false)
+	c.setResources(s.InitContainerStatuses)
+	c.setResources(s.ContainerStatuses)
 	// Ephemeral containers are reported as upstream: sorted by name, never
 	// ready, and not part of the phase or the conditions.
 	s.EphemeralContainerStatuses = c.containerStatuses(ephemeralContainers(pod), old.EphemeralContainerStatuses, false)

@@ -29,6 +29,8 @@ var kubeletConditions = map[v1.PodConditionType]bool{
 	v1.PodInitialized:            true,
 	v1.ContainersReady:           true,
 	v1.PodReadyToStartContainers: true,
+	v1.PodResizePending:          true,
+	v1.PodResizeInProgress:       true,
 }
 
 // conditions builds the pod's conditions: foreign conditions from the
@@ -52,6 +54,11 @@ func (c *computer) conditions(s *v1.PodStatus, all []v1.ContainerStatus) []v1.Po
 		podReadyCondition(spec, out, all, s.Phase),
 		containersReadyCondition(spec, all, s.Phase),
 		{Type: v1.PodScheduled, Status: v1.ConditionTrue},
+	}
+	if c.in.Resize != nil {
+		for _, rc := range c.in.Resize.Conditions {
+			owned = append(owned, *rc.DeepCopy())
+		}
 	}
 	for i := range owned {
 		cond := &owned[i]

@@ -795,6 +795,31 @@ func (r *runtimeServer) StopContainer(_ context.Context, req *runtimeapi.StopCon
 	return &runtimeapi.StopContainerResponse{}, nil
 }
 
+// UpdateContainerResources replaces the Linux resources of a created or
+// running container's configuration, which ContainerStatus then reports.
+func (r *runtimeServer) UpdateContainerResources(_ context.Context, req *runtimeapi.UpdateContainerResourcesRequest) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.begin("UpdateContainerResources"); err != nil {
+		return nil, err
+	}
+	c := s.containers[req.GetContainerId()]
+	if c == nil {
+		return nil, notFound("container %q not found", req.GetContainerId())
+	}
+	if c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not running", c.ID)
+	}
+	if c.Config.Linux == nil {
+		c.Config.Linux = &runtimeapi.LinuxContainerConfig{}
+	}
+	if l := req.GetLinux(); l != nil {
+		c.Config.Linux.Resources = proto.Clone(l).(*runtimeapi.LinuxContainerResources)
+	}
+	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
+
 func (r *runtimeServer) RemoveContainer(_ context.Context, req *runtimeapi.RemoveContainerRequest) (*runtimeapi.RemoveContainerResponse, error) {
 	s := r.s
 	s.mu.Lock()
@@ -872,6 +897,7 @@ func (r *runtimeServer) ContainerStatus(_ context.Context, req *runtimeapi.Conta
 		Annotations: c.Config.GetAnnotations(),
 		LogPath:     c.LogPath,
 		Mounts:      c.Config.GetMounts(),
+		Resources:   containerResources(c.Config),
 	}}, nil
 }
 
@@ -992,4 +1018,14 @@ func (i *imageServer) ImageFsInfo(_ context.Context, _ *runtimeapi.ImageFsInfoRe
 		UsedBytes:  &runtimeapi.UInt64Value{Value: used},
 		InodesUsed: &runtimeapi.UInt64Value{Value: uint64(len(s.images))},
 	}}}, nil
+}
+
+// containerResources is what ContainerStatus reports of the container's
+// resources: its configuration's Linux resources, nil without any.
+func containerResources(cfg *runtimeapi.ContainerConfig) *runtimeapi.ContainerResources {
+	l := cfg.GetLinux().GetResources()
+	if l == nil {
+		return nil
+	}
+	return &runtimeapi.ContainerResources{Linux: proto.Clone(l).(*runtimeapi.LinuxContainerResources)}
 }

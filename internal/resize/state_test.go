@@ -1,0 +1,223 @@
+package resize
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/heartlet/heartlet/internal/podresources"
+)
+
+func rr(req, lim map[v1.ResourceName]string) v1.ResourceRequirements {
+	out := v1.ResourceRequirements{}
+	if req != nil {
+		out.Requests = v1.ResourceList{}
+		for n, q := range req {
+			out.Requests[n] = resource.MustParse(q)
+		}
+	}
+	if lim != nil {
+		out.Limits = v1.ResourceList{}
+		for n, q := range lim {
+			out.Limits[n] = resource.MustParse(q)
+		}
+	}
+	return out
+}
+
+func TestStoreSurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), StateFileName)
+	s, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.UIDs()) != 0 {
+		t.Fatalf("new store has %v", s.UIDs())
+	}
+	a := Allocation{"app": rr(map[v1.ResourceName]string{"cpu": "100m", "memory": "64Mi"}, map[v1.ResourceName]string{"cpu": "200m"})}
+	b := Allocation{"web": rr(nil, map[v1.ResourceName]string{"memory": "1Gi"})}
+	for uid, al := range map[types.UID]Allocation{"u1": a, "u2": b, "u3": a} {
+		if err := s.Set(uid, al); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Remove("u3"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.UIDs(); len(got) != 2 || got[0] != "u1" || got[1] != "u2" {
+		t.Fatalf("reopened UIDs = %v, want [u1 u2]", got)
+	}
+	for uid, want := range map[types.UID]Allocation{"u1": a, "u2": b} {
+		got, ok := r.Get(uid)
+		if !ok || !got.Equal(want) {
+			t.Errorf("reopened %s = %v %v, want %v", uid, got, ok, want)
+		}
+	}
+	if err := r.RemoveOrphans(map[types.UID]bool{"u2": true}); err != nil {
+		t.Fatal(err)
+	}
+	r2, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r2.UIDs(); len(got) != 1 || got[0] != "u2" {
+		t.Fatalf("after RemoveOrphans UIDs = %v, want [u2]", got)
+	}
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Fatalf("directory holds %d entries, want only the state file (no temporary file left)", len(entries))
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("state file mode %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+func TestStoreGetReturnsACopy(t *testing.T) {
+	s, err := OpenStore(filepath.Join(t.TempDir(), StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set("u", Allocation{"c": rr(map[v1.ResourceName]string{"cpu": "1"}, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Get("u")
+	got["c"].Requests[v1.ResourceCPU] = resource.MustParse("5")
+	again, _ := s.Get("u")
+	if q := again["c"].Requests[v1.ResourceCPU]; q.Cmp(resource.MustParse("1")) != 0 {
+		t.Fatalf("a caller changed the record: cpu %s", q.String())
+	}
+}
+
+func TestStoreFailedWriteKeepsRecord(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(filepath.Join(dir, "missing-dir", StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set("u", Allocation{"c": {}}); err == nil {
+		t.Fatal("Set into a missing directory succeeded")
+	}
+	if _, ok := s.Get("u"); ok {
+		t.Fatal("an allocation that was not written is visible")
+	}
+}
+
+func TestParseState(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		ok       bool
+	}{
+		{"empty record", `{"version":1,"pods":{}}`, true},
+		{"one pod", `{"version":1,"pods":{"u":{"c":{"requests":{"cpu":"100m"},"limits":{"memory":"1Gi"}}}}}`, true},
+		{"other version", `{"version":2,"pods":{}}`, false},
+		{"no version", `{"pods":{}}`, false},
+		{"unknown field", `{"version":1,"pods":{},"x":1}`, false},
+		{"trailing data", `{"version":1,"pods":{}} {}`, false},
+		{"empty uid", `{"version":1,"pods":{"":{}}}`, false},
+		{"empty container name", `{"version":1,"pods":{"u":{"":{}}}}`, false},
+		{"long container name", `{"version":1,"pods":{"u":{"` + strings.Repeat("a", 254) + `":{}}}}`, false},
+		{"bad quantity", `{"version":1,"pods":{"u":{"c":{"requests":{"cpu":"lots"}}}}}`, false},
+		{"negative quantity", `{"version":1,"pods":{"u":{"c":{"limits":{"memory":"-1"}}}}}`, false},
+		{"not json", `version: 1`, false},
+		{"empty", ``, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseState([]byte(tc.in))
+			if (err == nil) != tc.ok {
+				t.Fatalf("ParseState(%s) error = %v, want ok=%v", tc.in, err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestOpenStoreRefusesACorruptFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), StateFileName)
+	if err := os.WriteFile(path, []byte(`{"version":1,"pods":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenStore(path); err == nil {
+		t.Fatal("a truncated state file was accepted")
+	}
+	if err := os.WriteFile(path, []byte(strings.Repeat(" ", maxStateBytes+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenStore(path); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("an oversized state file: error %v", err)
+	}
+}
+
+// FuzzParseState checks that the parser never panics and that whatever it
+// accepts is written back to a file it parses to the same record.
+func FuzzParseState(f *testing.F) {
+	f.Add([]byte(`{"version":1,"pods":{"u":{"c":{"requests":{"cpu":"100m"},"limits":{"memory":"1Gi"}}}}}`))
+	f.Add([]byte(`{"version":1,"pods":{}}`))
+	f.Add([]byte(`{"version":1,"pods":{"u":{"c":{"limits":{"cpu":"1e3"}}}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pods, err := ParseState(data)
+		if err != nil {
+			return
+		}
+		enc, err := encodeState(pods)
+		if err != nil {
+			t.Fatalf("encode an accepted record: %v", err)
+		}
+		again, err := ParseState(enc)
+		if err != nil {
+			t.Fatalf("the encoding of an accepted record does not parse: %v\n%s", err, enc)
+		}
+		if len(again) != len(pods) {
+			t.Fatalf("round trip changed the pod count: %d != %d", len(again), len(pods))
+		}
+		for uid, a := range pods {
+			if !again[uid].Equal(a) {
+				t.Fatalf("round trip changed pod %s: %v != %v", uid, again[uid], a)
+			}
+		}
+	})
+}
+
+func TestHandlerListsAndRemoves(t *testing.T) {
+	s, err := OpenStore(filepath.Join(t.TempDir(), StateFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []types.UID{"a", "b"} {
+		if err := s.Set(uid, Allocation{"c": {}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := podresources.New(s.Handler())
+	uids, err := set.PodsWithResources(context.Background())
+	if err != nil || len(uids) != 2 {
+		t.Fatalf("PodsWithResources = %v, %v; want a and b", uids, err)
+	}
+	if err := set.Cleanup(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Get("a"); ok {
+		t.Error("Cleanup left the allocation")
+	}
+	if _, ok := s.Get("b"); !ok {
+		t.Error("Cleanup of a removed b's allocation")
+	}
+	if err := set.Release(context.Background(), &v1.Pod{}); err != nil {
+		t.Errorf("Release: %v", err)
+	}
+}

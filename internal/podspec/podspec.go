@@ -14,6 +14,22 @@ func IsSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
+// RunningContainers are the containers that run for the pod's life: its
+// sidecars, in order, then its app containers. They are the ones probed
+// and the ones an in-place resize may change. The pointers are into pod.
+func RunningContainers(pod *v1.Pod) []*v1.Container {
+	out := make([]*v1.Container, 0, len(pod.Spec.Containers))
+	for i := range pod.Spec.InitContainers {
+		if c := &pod.Spec.InitContainers[i]; IsSidecar(c) {
+			out = append(out, c)
+		}
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, &pod.Spec.Containers[i])
+	}
+	return out
+}
+
 // IsTerminalPhase reports whether a pod in phase p has finished for good
 // (Succeeded or Failed); such a pod is never run again.
 func IsTerminalPhase(p v1.PodPhase) bool {

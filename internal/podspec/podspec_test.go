@@ -1,6 +1,7 @@
 package podspec
 
 import (
+	"fmt"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -35,5 +36,28 @@ func TestIsTerminalPhase(t *testing.T) {
 		if got := IsTerminalPhase(phase); got != w {
 			t.Errorf("IsTerminalPhase(%q) = %v, want %v", phase, got, w)
 		}
+	}
+}
+
+func TestRunningContainers(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		InitContainers: []v1.Container{{Name: "setup"}, {Name: "proxy", RestartPolicy: &always}, {Name: "migrate"}, {Name: "log", RestartPolicy: &always}},
+		Containers:     []v1.Container{{Name: "app"}, {Name: "worker"}},
+	}}
+	var names []string
+	for _, c := range RunningContainers(pod) {
+		names = append(names, c.Name)
+	}
+	if got, want := fmt.Sprint(names), "[proxy log app worker]"; got != want {
+		t.Errorf("RunningContainers = %s, want %s", got, want)
+	}
+	// The pointers are into the pod.
+	RunningContainers(pod)[0].Image = "changed"
+	if pod.Spec.InitContainers[1].Image != "changed" {
+		t.Error("RunningContainers returned copies")
+	}
+	if n := len(RunningContainers(&v1.Pod{})); n != 0 {
+		t.Errorf("an empty pod has %d running containers", n)
 	}
 }

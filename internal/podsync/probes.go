@@ -104,13 +104,8 @@ func probeInputs(pod *v1.Pod, rs *runtime.PodStatus, probes Probes) (ready, star
 			started[c.Name] = r == probe.Success
 		}
 	}
-	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; podspec.IsSidecar(c) {
-			visit(c)
-		}
-	}
-	for i := range pod.Spec.Containers {
-		visit(&pod.Spec.Containers[i])
+	for _, c := range podspec.RunningContainers(pod) {
+		visit(c)
 	}
 	return ready, started
 }

@@ -181,17 +181,7 @@ func (m *Manager) Result(containerID string, kind Kind) (Result, bool) {
 
 // probedContainers lists the containers that may have probes.
 func probedContainers(pod *v1.Pod) []*v1.Container {
-	var out []*v1.Container
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if podspec.IsSidecar(c) {
-			out = append(out, c)
-		}
-	}
-	for i := range pod.Spec.Containers {
-		out = append(out, &pod.Spec.Containers[i])
-	}
-	return out
+	return podspec.RunningContainers(pod)
 }
 
 // probeOf returns the container's probe of the kind, nil when none.

@@ -116,17 +116,7 @@ func MakePlan(pod *v1.Pod, actual, want Allocation) Plan {
 // containers are the resizable containers in spec order: sidecars, then
 // the regular containers.
 func containers(pod *v1.Pod) []*v1.Container {
-	var out []*v1.Container
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if podspec.IsSidecar(c) {
-			out = append(out, c)
-		}
-	}
-	for i := range pod.Spec.Containers {
-		out = append(out, &pod.Spec.Containers[i])
-	}
-	return out
+	return podspec.RunningContainers(pod)
 }
 
 // policy is the container's resize policy for r; NotRequired by default.

@@ -58,14 +58,8 @@ func (a Allocation) Equal(b Allocation) bool {
 // sidecars' resources (the resizable containers, as upstream).
 func FromPod(pod *v1.Pod) Allocation {
 	a := Allocation{}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if podspec.IsSidecar(c) {
-			a[c.Name] = *c.Resources.DeepCopy()
-		}
-	}
-	for i := range pod.Spec.Containers {
-		a[pod.Spec.Containers[i].Name] = *pod.Spec.Containers[i].Resources.DeepCopy()
+	for _, c := range podspec.RunningContainers(pod) {
+		a[c.Name] = *c.Resources.DeepCopy()
 	}
 	return a
 }

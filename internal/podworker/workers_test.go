@@ -42,7 +42,9 @@ type call struct {
 }
 
 // fakeSyncer records every call on a channel and answers through optional
-// hooks (nil hooks succeed).
+// hooks (nil hooks succeed). A call's hook is the one set before the call
+// is published, so a test that changes the hook after seeing a call never
+// changes that call's answer.
 type fakeSyncer struct {
 	clk   *testclock.FakeClock
 	calls chan call
@@ -71,10 +73,10 @@ func (f *fakeSyncer) record(ctx context.Context, op callOp, t UpdateType, pod *v
 }
 
 func (f *fakeSyncer) SyncPod(ctx context.Context, t UpdateType, pod *v1.Pod) (SyncResult, error) {
-	c := f.record(ctx, opSync, t, pod, 0)
 	f.mu.Lock()
 	h := f.sync
 	f.mu.Unlock()
+	c := f.record(ctx, opSync, t, pod, 0)
 	if h == nil {
 		return SyncResult{}, nil
 	}
@@ -82,10 +84,10 @@ func (f *fakeSyncer) SyncPod(ctx context.Context, t UpdateType, pod *v1.Pod) (Sy
 }
 
 func (f *fakeSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace int64) error {
-	c := f.record(ctx, opTerminating, 0, pod, grace)
 	f.mu.Lock()
 	h := f.term
 	f.mu.Unlock()
+	c := f.record(ctx, opTerminating, 0, pod, grace)
 	if h == nil {
 		return nil
 	}
@@ -93,10 +95,10 @@ func (f *fakeSyncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, grace 
 }
 
 func (f *fakeSyncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod) error {
-	c := f.record(ctx, opTerminated, 0, pod, 0)
 	f.mu.Lock()
 	h := f.clean
 	f.mu.Unlock()
+	c := f.record(ctx, opTerminated, 0, pod, 0)
 	if h == nil {
 		return nil
 	}

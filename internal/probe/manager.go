@@ -179,11 +179,6 @@ func (m *Manager) Result(containerID string, kind Kind) (Result, bool) {
 	return r, ok
 }
 
-// probedContainers lists the containers that may have probes.
-func probedContainers(pod *v1.Pod) []*v1.Container {
-	return podspec.RunningContainers(pod)
-}
-
 // probeOf returns the container's probe of the kind, nil when none.
 func probeOf(c *v1.Container, kind Kind) *v1.Probe {
 	switch kind {
@@ -199,7 +194,7 @@ func probeOf(c *v1.Container, kind Kind) *v1.Probe {
 
 func (m *Manager) syncWorkersLocked(pod *v1.Pod) {
 	want := map[workerKey]*v1.Container{}
-	for _, c := range probedContainers(pod) {
+	for _, c := range podspec.RunningContainers(pod) {
 		for _, kind := range []Kind{Liveness, Readiness, Startup} {
 			if probeOf(c, kind) != nil {
 				want[workerKey{pod.UID, c.Name, kind}] = c

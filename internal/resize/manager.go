@@ -269,7 +269,7 @@ func (m *Manager) actual(pod *v1.Pod, rs *runtime.PodStatus, alloc, before Alloc
 	if rs == nil {
 		return out, ids
 	}
-	for _, c := range containers(pod) {
+	for _, c := range podspec.RunningContainers(pod) {
 		rec := rs.FindContainer(c.Name)
 		if rec == nil || rec.State != runtime.ContainerRunning {
 			continue
@@ -457,7 +457,7 @@ func summary(prefix string, pod *v1.Pod, generation int64, errMsg string) string
 }
 
 func containerByName(pod *v1.Pod, name string) *v1.Container {
-	for _, c := range containers(pod) {
+	for _, c := range podspec.RunningContainers(pod) {
 		if c.Name == name {
 			return c
 		}

@@ -56,7 +56,7 @@ func MakePlan(pod *v1.Pod, actual, want Allocation) Plan {
 		shrink bool
 	}
 	changes := map[v1.ResourceName][]change{}
-	for _, c := range containers(pod) {
+	for _, c := range podspec.RunningContainers(pod) {
 		cur, running := actual[c.Name]
 		next, ok := want[c.Name]
 		if !running || !ok {
@@ -111,12 +111,6 @@ func MakePlan(pod *v1.Pod, actual, want Allocation) Plan {
 		}
 	}
 	return p
-}
-
-// containers are the resizable containers in spec order: sidecars, then
-// the regular containers.
-func containers(pod *v1.Pod) []*v1.Container {
-	return podspec.RunningContainers(pod)
 }
 
 // policy is the container's resize policy for r; NotRequired by default.
@@ -186,7 +180,7 @@ func cmpQ(a, b v1.ResourceList, r v1.ResourceName) int {
 func podTotals(pod *v1.Pod) (reqs, limits v1.ResourceList) {
 	reqs, limits = v1.ResourceList{}, v1.ResourceList{}
 	unlimited := map[v1.ResourceName]bool{}
-	for _, c := range containers(pod) {
+	for _, c := range podspec.RunningContainers(pod) {
 		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
 			if q, ok := c.Resources.Requests[r]; ok {
 				add(reqs, r, q)

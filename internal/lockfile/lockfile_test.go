@@ -24,14 +24,7 @@ func TestMain(m *testing.M) {
 func TestAcquireWaitsForTheHolder(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	path := filepath.Join(t.TempDir(), "kubelet.lock")
-	other, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = other.Close() }()
-	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	other := holdLock(t, path)
 	fc := clocktesting.NewFakeClock(time.Now())
 	got := make(chan error, 1)
 	var release func()
@@ -69,14 +62,7 @@ func TestAcquireWaitsForTheHolder(t *testing.T) {
 func TestAcquireEndsWithContext(t *testing.T) {
 	_, tctx := ktesting.NewTestContext(t)
 	path := filepath.Join(t.TempDir(), "kubelet.lock")
-	other, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = other.Close() }()
-	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	holdLock(t, path)
 	ctx, cancel := context.WithCancel(tctx)
 	cancel()
 	if _, err := Acquire(ctx, path, clocktesting.NewFakeClock(time.Now())); err == nil {
@@ -153,4 +139,20 @@ func TestWatchContention(t *testing.T) {
 			t.Fatal("watching a missing file succeeded")
 		}
 	})
+}
+
+// holdLock takes an exclusive flock on path through an open file
+// description of its own, as another process would; the file is closed
+// when the test ends.
+func holdLock(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

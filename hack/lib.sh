@@ -105,16 +105,17 @@ spawn_daemon() {
 	) >>"$log" 2>&1 </dev/null &
 }
 
-# kube_binaries_present succeeds when the cached control-plane binaries exist.
+# kube_binaries_present succeeds when the cached control-plane binaries and
+# the upstream kubelet exist.
 kube_binaries_present() {
 	local b
-	for b in kube-apiserver kube-controller-manager kube-scheduler; do
+	for b in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
 		[[ -x $HEARTLET_KUBE_BIN_DIR/$b ]] || return 1
 	done
 }
 
-# build_kube_binaries builds kube-apiserver, kube-controller-manager and
-# kube-scheduler from hack/tools/kube into HEARTLET_KUBE_BIN_DIR in one go
+# build_kube_binaries builds kube-apiserver, kube-controller-manager,
+# kube-scheduler and the upstream kubelet from hack/tools/kube into HEARTLET_KUBE_BIN_DIR in one go
 # build (one shared build cache; ~20 min cold on 2 cores, a relink when
 # warm). Does nothing when the binaries are already cached.
 build_kube_binaries() {
@@ -129,7 +130,8 @@ build_kube_binaries() {
 		-o "$HEARTLET_KUBE_BIN_DIR/" \
 		k8s.io/kubernetes/cmd/kube-apiserver \
 		k8s.io/kubernetes/cmd/kube-controller-manager \
-		k8s.io/kubernetes/cmd/kube-scheduler) || return 1
+		k8s.io/kubernetes/cmd/kube-scheduler \
+		k8s.io/kubernetes/cmd/kubelet) || return 1
 	log "control plane built in $(elapsed "$start")"
 }
 

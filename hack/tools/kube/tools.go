@@ -1,12 +1,14 @@
 //go:build tools
 
-// Package kube pins the Kubernetes control-plane commands that heartlet's
-// cluster tests build (see hack/kube.sh); nothing here is compiled into
-// heartlet.
+// Package kube pins the Kubernetes commands that heartlet's cluster tests
+// build (see hack/kube.sh): the control plane, and the upstream kubelet that
+// the switch test and the side-by-side benchmark run next to heartlet.
+// Nothing here is compiled into heartlet.
 package kube
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )

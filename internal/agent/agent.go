@@ -59,6 +59,7 @@ import (
 	"github.com/heartlet/heartlet/internal/status"
 	"github.com/heartlet/heartlet/internal/sysctl"
 	"github.com/heartlet/heartlet/internal/version"
+	"github.com/heartlet/heartlet/internal/userns"
 	"github.com/heartlet/heartlet/internal/volume"
 )
 
@@ -118,6 +119,7 @@ type components struct {
 	servers    []*server.Server
 	runAPIAuth func(context.Context)
 	cgroups    *cgroups.Manager
+	userns     *userns.Manager
 	logCheck   *healthz.Log
 	pleg       *pleg.PLEG
 	workers    *podworker.Workers
@@ -295,6 +297,9 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 			return nil, fmt.Errorf("cgroups: %w", err)
 		}
 	}
+	if c.userns, err = newUserNamespaces(ctx, conn.rt, a.opts.RootDir, cfg); err != nil {
+		return nil, err
+	}
 	a.buildSources(ctx, c, conn)
 	if err := a.buildResize(c, conn); err != nil {
 		return nil, err
@@ -413,7 +418,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		NodeIPs:     conn.nodeIPs,
 		Allocatable: c.allocatable,
 	})
-	c.resources = newPodResources(c.cgroups, c.volumes, cfg.PodLogsDir, a.opts.RootDir, c.allocations)
+	c.resources = newPodResources(c.cgroups, c.volumes, c.userns, cfg.PodLogsDir, a.opts.RootDir, c.allocations)
 	startedAt := a.clock.Now()
 	c.probes = probe.NewManager(probe.Options{Exec: rt, Status: c.statuses, Recorder: probeRecorder(rec), Clock: a.clock, Journal: c.journal,
 		PreviousStatus: func(pod *v1.Pod) (*v1.PodStatus, bool) {
@@ -467,6 +472,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		CheckDisk:          diskCheck(syscall.Statfs, diskDir{a.opts.RootDir, "root-dir"}, diskDir{cfg.PodLogsDir, "podLogsDir"}),
 		ServiceEnv:         buildServiceEnv(c, cl),
 		RuntimeClasses:     runtimeClasses(cl),
+		UserNamespaces:     c.userns,
 		Resizer:            podsyncResizer(c.resizer),
 	}, rt, podsyncCgroups(c.cgroups), c.startup.Sink(c.statuses))
 	c.workers = podworker.New(c.syncer, a.clock, cfg.SyncFrequency.Duration)

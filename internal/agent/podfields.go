@@ -28,6 +28,7 @@ func runtimeFeatures(ctx context.Context, rt statuser) podfields.Features {
 	for _, h := range st.GetRuntimeHandlers() {
 		if h.GetName() == "" { // the default handler, which runs every pod
 			f.RecursiveReadOnlyMounts = h.GetFeatures().GetRecursiveReadOnlyMounts()
+			f.UserNamespaces = h.GetFeatures().GetUserNamespaces()
 		}
 	}
 	return f

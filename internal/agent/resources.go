@@ -6,6 +6,7 @@ import (
 	"github.com/heartlet/heartlet/internal/podresources"
 	"github.com/heartlet/heartlet/internal/podsync"
 	"github.com/heartlet/heartlet/internal/resize"
+	"github.com/heartlet/heartlet/internal/userns"
 	"github.com/heartlet/heartlet/internal/volume"
 )
 
@@ -15,8 +16,8 @@ var _ podlifecycle.ResourceCleaner = (*podresources.Set)(nil)
 // newPodResources is the node's one list of per-pod resource handlers,
 // used by the pod syncer and by housekeeping alike. A nil cgroup manager
 // (cgroupsPerQOS off) manages no pod cgroups; a nil allocation record
-// keeps none.
-func newPodResources(cg *cgroups.Manager, vols *volume.Manager, podLogsDir, rootDir string, alloc *resize.Store) *podresources.Set {
+// keeps none; a nil user namespace allocator gives none.
+func newPodResources(cg *cgroups.Manager, vols *volume.Manager, uns *userns.Manager, podLogsDir, rootDir string, alloc *resize.Store) *podresources.Set {
 	h := podresources.NodeHandlers{
 		Logs:           podsync.LogDir(podLogsDir),
 		Volumes:        podresources.Volumes(vols),
@@ -27,6 +28,9 @@ func newPodResources(cg *cgroups.Manager, vols *volume.Manager, podLogsDir, root
 	}
 	if alloc != nil {
 		h.Allocation = alloc.Handler()
+	}
+	if uns != nil {
+		h.UserNamespace = uns.Handler()
 	}
 	return podresources.ForNode(h)
 }

@@ -173,5 +173,5 @@ var Fields = []FieldSupport{
 	{"containerRuntimeEndpoint", Honoured, "the CRI runtime heartlet talks to"},
 	{"imageServiceEndpoint", Honoured, "image calls go to their own CRI connection"},
 	{"failCgroupV1", NotYet, "heartlet runs on cgroup v1 hosts whatever the value"},
-	{"userNamespaces.idsPerPod", NotYet, "no user namespaces for pods"},
+	{"userNamespaces.idsPerPod", Honoured, "host IDs given to each pod with hostUsers: false (from the kubelet user's /etc/subuid range, else 65536 up)"},
 }

@@ -44,6 +44,12 @@ func Validate(kc *kubeletv1beta1.KubeletConfiguration) field.ErrorList {
 	if kc.MaxPods < 1 {
 		errs = append(errs, field.Invalid(root("maxPods"), kc.MaxPods, "must be greater than or equal to 1"))
 	}
+	if u := kc.UserNamespaces; u != nil && u.IDsPerPod != nil {
+		// As upstream: whole 16-bit blocks, below the 32-bit ID space.
+		if n := *u.IDsPerPod; n <= 0 || n%(1<<16) != 0 || n >= 1<<32 {
+			errs = append(errs, field.Invalid(root("userNamespaces").Child("idsPerPod"), n, "must be a positive multiple of 65536 below 4294967296"))
+		}
+	}
 	errs = append(errs, validatePort(root("port"), kc.Port, false)...)
 	errs = append(errs, validatePort(root("readOnlyPort"), kc.ReadOnlyPort, true)...)
 	if kc.HealthzPort != nil {

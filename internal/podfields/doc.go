@@ -23,8 +23,8 @@ Every field of the Kubernetes 1.37 pod API (` + "`PodSpec`" + `, ` + "`PodSecuri
   message naming the field, and no container of it ever runs.
 
 A field counts as used when it is set to other than its zero value and,
-where noted, to a value heartlet does not honour (` + "`hostUsers`" + ` only when
-false, ` + "`appArmorProfile`" + ` other than ` + "`Unconfined`" + `,
+where noted, to a value heartlet does not honour (` + "`appArmorProfile`" + ` other
+than ` + "`Unconfined`" + `; ` + "`hostUsers: false`" + `,
 ` + "`supplementalGroupsPolicy: Strict`" + ` and ` + "`recursiveReadOnly: Enabled`" + `
 only when the runtime does not report that feature).
 

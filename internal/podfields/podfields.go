@@ -56,6 +56,9 @@ type Features struct {
 	// RecursiveReadOnlyMounts: the default runtime handler makes
 	// read-only mounts read-only recursively (CRI RuntimeHandlerFeatures).
 	RecursiveReadOnlyMounts bool
+	// UserNamespaces: the default runtime handler runs pods in user
+	// namespaces (CRI RuntimeHandlerFeatures), for hostUsers: false.
+	UserNamespaces bool
 }
 
 // Field is one field of the pod API.

@@ -188,6 +188,8 @@ func TestCheck(t *testing.T) {
 		{name: "hostUsers true", change: func(p *v1.Pod) { p.Spec.HostUsers = ptr.To(true) }},
 		{name: "hostUsers false", change: func(p *v1.Pod) { p.Spec.HostUsers = ptr.To(false) },
 			refusals: []string{"spec.hostUsers"}},
+		{name: "hostUsers false with user namespaces", feat: Features{UserNamespaces: true},
+			change: func(p *v1.Pod) { p.Spec.HostUsers = ptr.To(false) }},
 		{name: "runtimeClassName", change: func(p *v1.Pod) { p.Spec.RuntimeClassName = ptr.To("gvisor") }},
 		{name: "resourceClaims", change: func(p *v1.Pod) {
 			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}}
@@ -278,7 +280,7 @@ func TestMessage(t *testing.T) {
 	p := minimal()
 	p.Spec.HostUsers = ptr.To(false)
 	r, _ := Check(p, Features{})
-	if got := Message(r); !strings.HasPrefix(got, "spec.hostUsers (heartlet does not set up user namespaces") {
+	if got := Message(r); !strings.HasPrefix(got, "spec.hostUsers (false needs a runtime whose default handler reports user namespace support") {
 		t.Errorf("message %q", got)
 	}
 }

@@ -124,6 +124,9 @@ type NodeHandlers struct {
 	Logs Handler
 	// Volumes are the pod directory, its volumes and subPath mounts.
 	Volumes Handler
+	// UserNamespace is the pod's user namespace IDs (hostUsers: false),
+	// recorded in the pod directory, so after the volumes.
+	UserNamespace Handler
 	// ContainerFiles are the files heartlet mounts into containers (hosts
 	// file, termination message files); removed first, as they sit in the
 	// pod directory.
@@ -131,9 +134,10 @@ type NodeHandlers struct {
 }
 
 // ForNode returns the Set of the node's handlers in their order:
-// allocation record, pod cgroup, log directory, volumes, container files.
+// allocation record, pod cgroup, log directory, volumes, user namespace,
+// container files.
 func ForNode(h NodeHandlers) *Set {
-	return New(h.Allocation, h.Cgroup, h.Logs, h.Volumes, h.ContainerFiles)
+	return New(h.Allocation, h.Cgroup, h.Logs, h.Volumes, h.UserNamespace, h.ContainerFiles)
 }
 
 // Names lists the handlers in order.

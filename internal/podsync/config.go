@@ -45,6 +45,9 @@ func (s *Syncer) sandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSand
 	if err != nil {
 		return nil, err
 	}
+	if sec.NamespaceOptions.UsernsOptions, err = s.userNamespace(pod); err != nil {
+		return nil, err
+	}
 	hostname := ""
 	if !pod.Spec.HostNetwork {
 		// A host-network pod has the node's name, as upstream.
@@ -315,6 +318,9 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 	}
 	sec, err := s.containerSecurityContext(ctx, pod, c, image)
 	if err != nil {
+		return nil, err
+	}
+	if sec.NamespaceOptions.UsernsOptions, err = s.userNamespace(pod); err != nil {
 		return nil, err
 	}
 	cfg := &runtimeapi.ContainerConfig{

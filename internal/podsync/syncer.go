@@ -184,6 +184,10 @@ type Options struct {
 	// handler of the pod's sandbox (RuntimeHandler for pods that name
 	// none); nil (standalone) refuses pods that name a RuntimeClass.
 	RuntimeClasses RuntimeClassGetter
+	// UserNamespaces gives pods with hostUsers: false their user
+	// namespace; nil leaves such pods waiting with an error, never in
+	// the node's user namespace.
+	UserNamespaces UserNamespaces
 	// Resizer is in-place pod resize; nil runs every pod at its spec's
 	// resources and resizes nothing.
 	Resizer Resizer
@@ -383,6 +387,9 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		logger.V(2).Info("Creating pod sandbox", "attempt", acts.sandboxAttempt)
 		metrics.StartedPods.Inc()
 		handler, err := s.runtimeHandler(ctx, pod)
+		if err == nil {
+			err = s.checkUserNamespaceHandler(pod, handler)
+		}
 		if err == nil {
 			if handler != "" {
 				logger.V(2).Info("Running pod with runtime handler", "runtimeHandler", handler)

@@ -58,8 +58,8 @@ import (
 	"github.com/heartlet/heartlet/internal/serviceenv"
 	"github.com/heartlet/heartlet/internal/status"
 	"github.com/heartlet/heartlet/internal/sysctl"
-	"github.com/heartlet/heartlet/internal/version"
 	"github.com/heartlet/heartlet/internal/userns"
+	"github.com/heartlet/heartlet/internal/version"
 	"github.com/heartlet/heartlet/internal/volume"
 )
 

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/heartlet/heartlet/internal/userns"
 )

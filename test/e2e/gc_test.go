@@ -118,6 +118,17 @@ oom_score = 0
       max_conf_num = 1
 `, filepath.Join(c.root, "containerd"), filepath.Join(dir, "state"), c.sock, filepath.Join(dir, "opt"), pause,
 		filepath.Join(dir, "runc"), filepath.Join(envRun, "cni", "net.d"))
+	c.launch(t, "containerd", config, nil)
+	return c
+}
+
+// launch writes config and runs the containerd binary with it, its log
+// beside the config (shown when the test fails), and undoes it when the
+// test ends: every sandbox removed, containerd stopped. env, when not
+// nil, is the process environment.
+func (c *smallContainerd) launch(t *testing.T, binary, config string, env []string) {
+	t.Helper()
+	dir := c.dir
 	cfgPath := filepath.Join(dir, "containerd.toml")
 	if err := os.WriteFile(cfgPath, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
@@ -126,8 +137,9 @@ oom_score = 0
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.cmd = exec.Command("containerd", "--config", cfgPath)
+	c.cmd = exec.Command(binary, "--config", cfgPath)
 	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
+	c.cmd.Env = env
 	if err := c.cmd.Start(); err != nil {
 		t.Fatalf("start containerd: %v", err)
 	}
@@ -168,7 +180,6 @@ oom_score = 0
 		WithTracerProvider(nil).Build(ctx); err != nil {
 		t.Fatalf("connect to %s: %v", c.endpoint, err)
 	}
-	return c
 }
 
 // removeEverything stops and removes every sandbox (and so container).

@@ -45,6 +45,12 @@ HEARTLET_METRICS_SERVER_BIN=$HEARTLET_CACHE/metrics-server/$HEARTLET_METRICS_SER
 
 STATICCHECK_VERSION=v0.8.2
 CRICTL_VERSION=v1.37.0
+# containerd 2.x and a runc with user namespaces on idmapped mounts, for the
+# tests of hostUsers: false (Debian's containerd 1.6 and runc 1.1 have
+# neither); built into HEARTLET_CONTAINERD2_DIR, apart from Debian's.
+CONTAINERD2_VERSION=v2.4.2
+RUNC2_VERSION=v1.5.3
+HEARTLET_CONTAINERD2_DIR=${HEARTLET_CONTAINERD2_DIR:-$HEARTLET_CACHE/containerd2/bin}
 
 # Go may not be on PATH in a fresh root shell.
 if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then

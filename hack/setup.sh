@@ -10,7 +10,7 @@
 #         built from this module.
 #   test  (the default) everything of run, plus what hack/test.sh needs:
 #         the testserver image, gcc for the race detector, crictl, staticcheck,
-#         systemd-analyze, and the control plane of hack/kube.sh (etcd and
+#         systemd-analyze, containerd 2.x with a newer runc (user namespaces), and the control plane of hack/kube.sh (etcd and
 #         kube-apiserver, kube-controller-manager, kube-scheduler built from
 #         source, about 22 minutes the first time) and metrics-server.
 set -euo pipefail
@@ -39,6 +39,8 @@ if [[ $mode == test ]]; then
 	# mkfs.ext4 and losetup, for the small image filesystems of the GC and
 	# eviction tests.
 	packages+=(e2fsprogs mount)
+	# runc's seccomp support, for the runc of the user namespace tests.
+	packages+=(libseccomp-dev pkg-config)
 fi
 
 missing=()
@@ -78,18 +80,19 @@ fi
 
 command -v go >/dev/null || die "go is not installed (expected /usr/local/go/bin/go)"
 
-# go_tool BINARY MODULE_PATH PACKAGE@VERSION installs a Go tool into the
-# cache unless the cached binary was built from that module version.
+# go_tool BINARY MODULE_PATH PACKAGE@VERSION [DIR [TAGS]] installs a Go tool
+# into DIR (the cache's bin directory by default), built with the build
+# tags TAGS, unless the binary there was built from that module version.
 go_tool() {
-	local bin=$1 mod=$2 pkg=$3 version=${3##*@}
-	if [[ -x $HEARTLET_BIN_DIR/$bin ]] &&
-		go version -m "$HEARTLET_BIN_DIR/$bin" 2>/dev/null | grep -qE "^\s+mod\s+$mod\s+$version\s"; then
+	local bin=$1 mod=$2 pkg=$3 version=${3##*@} dir=${4:-$HEARTLET_BIN_DIR} tags=${5:-}
+	if [[ -x $dir/$bin ]] &&
+		go version -m "$dir/$bin" 2>/dev/null | grep -qE "^\s+mod\s+$mod\s+$version\s"; then
 		return 0
 	fi
-	log "installing $pkg into $HEARTLET_BIN_DIR"
-	mkdir -p "$HEARTLET_BIN_DIR"
+	log "installing $pkg into $dir"
+	mkdir -p "$dir"
 	# Outside the repository so that the project's go.mod is not consulted.
-	(cd / && GOBIN=$HEARTLET_BIN_DIR GOFLAGS=-buildvcs=false go install "$pkg")
+	(cd / && GOBIN=$dir GOFLAGS=-buildvcs=false CGO_ENABLED=1 go install -tags "$tags" "$pkg")
 }
 "$HEARTLET_REPO/hack/images.sh" "$mode"
 
@@ -98,6 +101,11 @@ if [[ $mode == test ]]; then
 	# (hack/env.sh itself uses hack/envcri, built with heartlet).
 	go_tool crictl sigs.k8s.io/cri-tools "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 	go_tool staticcheck honnef.co/go/tools "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+	# containerd 2.x, its shim and runc for the user namespace tests
+	# (TestUserNamespaces); about 5 minutes the first time.
+	go_tool containerd github.com/containerd/containerd/v2 "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD2_VERSION" "$HEARTLET_CONTAINERD2_DIR"
+	go_tool containerd-shim-runc-v2 github.com/containerd/containerd/v2 "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD2_VERSION" "$HEARTLET_CONTAINERD2_DIR"
+	go_tool runc github.com/opencontainers/runc "github.com/opencontainers/runc@$RUNC2_VERSION" "$HEARTLET_CONTAINERD2_DIR" seccomp
 
 	# The cluster-mode tests' control plane (hack/kube.sh); a one-time cold
 	# build of about 22 minutes, then cached under $HEARTLET_KUBE_BIN_DIR.

@@ -124,21 +124,26 @@ oom_score = 0
 	return c
 }
 
-// usernsPod writes the user namespace mapping the container sees and the
-// owner of a file it creates in an emptyDir, then sleeps.
-func usernsPod(t *testing.T, name string) string {
+// usernsPod writes the user namespace mapping the container sees, whether
+// /proc/kcore is masked, and the owner of a file it creates in an
+// emptyDir, then sleeps. unmasked sets procMount: Unmasked.
+func usernsPod(t *testing.T, name string, unmasked bool) string {
 	return manifest(t, name, func(p *v1.Pod) {
 		p.Spec.HostUsers = ptr.To(false)
 		p.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
-		c := shContainer("app", `echo "map $(cat /proc/self/uid_map)"; echo "id $(id -u)"; touch /scratch/mine && echo "owner $(stat -c %u /scratch/mine)"; `+sleeper)
+		c := shContainer("app", `echo "map $(cat /proc/self/uid_map)"; echo "id $(id -u)"; echo "masked $(grep -c ' /proc/kcore ' /proc/self/mounts)"; touch /scratch/mine && echo "owner $(stat -c %u /scratch/mine)"; `+sleeper)
 		c.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+		if unmasked {
+			c.SecurityContext = &v1.SecurityContext{ProcMount: ptr.To(v1.UnmaskedProcMount)}
+		}
 		p.Spec.Containers = []v1.Container{c}
 	})
 }
 
 // userMapping reads the "map" line a usernsPod logged: the host ID its
-// root is mapped to and the mapping's length.
-func userMapping(t *testing.T, h *heartlet, pod *v1.Pod) (host, length uint64) {
+// root is mapped to and the mapping's length; and whether its /proc/kcore
+// was masked.
+func userMapping(t *testing.T, h *heartlet, pod *v1.Pod) (host, length uint64, masked bool) {
 	t.Helper()
 	logPath := filepath.Join(h.podLogsDir, fmt.Sprintf("default_%s_%s", pod.Name, pod.UID), "app", "0.log")
 	var lines string
@@ -164,7 +169,7 @@ func userMapping(t *testing.T, h *heartlet, pod *v1.Pod) (host, length uint64) {
 			t.Fatalf("%s logged %q, want %q: root in its namespace, owning what it writes to its volume", pod.Name, lines, want)
 		}
 	}
-	return host, length
+	return host, length, strings.Contains(lines, " masked 1")
 }
 
 // TestUserNamespaces runs pods with hostUsers: false on a containerd 2.x
@@ -193,12 +198,18 @@ func TestUserNamespaces(t *testing.T) {
 			}
 		}
 	})
-	h.writeManifest(t, "userns-a.yaml", usernsPod(t, "userns-a"))
-	h.writeManifest(t, "userns-b.yaml", usernsPod(t, "userns-b"))
+	h.writeManifest(t, "userns-a.yaml", usernsPod(t, "userns-a", false))
+	h.writeManifest(t, "userns-b.yaml", usernsPod(t, "userns-b", true))
 	a := h.waitRunning(t, "userns-a")
 	b := h.waitRunning(t, "userns-b")
-	hostA, lenA := userMapping(t, h, a)
-	hostB, lenB := userMapping(t, h, b)
+	hostA, lenA, maskedA := userMapping(t, h, a)
+	hostB, lenB, maskedB := userMapping(t, h, b)
+	// procMount: the default masks /proc/kcore (and the other masked
+	// paths); Unmasked, which the API allows only with hostUsers: false,
+	// masks nothing.
+	if !maskedA || maskedB {
+		t.Errorf("/proc/kcore masked: %v with the default procMount (want true), %v with Unmasked (want false)", maskedA, maskedB)
+	}
 	for _, m := range []struct {
 		pod          *v1.Pod
 		host, length uint64
@@ -229,9 +240,9 @@ func TestUserNamespaces(t *testing.T) {
 	before := containerIDs(t, h)
 	h.stop()
 	h.startOn(c)
-	h.writeManifest(t, "userns-c.yaml", usernsPod(t, "userns-c"))
+	h.writeManifest(t, "userns-c.yaml", usernsPod(t, "userns-c", false))
 	cpod := h.waitRunning(t, "userns-c")
-	hostC, _ := userMapping(t, h, cpod)
+	hostC, _, _ := userMapping(t, h, cpod)
 	if hostC == hostA || hostC == hostB {
 		t.Errorf("after a restart pod c got host IDs %d, which a running pod holds (a %d, b %d)", hostC, hostA, hostB)
 	}

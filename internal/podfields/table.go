@@ -204,7 +204,7 @@ func securityContext(p string) []Field {
 		{Path: p + "runAsNonRoot", Support: Honoured, Note: "checked against the image's user"},
 		{Path: p + "readOnlyRootFilesystem", Support: Honoured},
 		{Path: p + "allowPrivilegeEscalation", Support: Honoured},
-		{Path: p + "procMount", Support: Honoured, Note: validation + " (Unmasked needs hostUsers: false)"},
+		{Path: p + "procMount", Support: Honoured, Note: "Unmasked leaves /proc unmasked (the API allows it only with hostUsers: false)"},
 		{Path: p + "seccompProfile", Support: Honoured, Note: "Localhost profiles under <root-dir>/seccomp"},
 		{Path: p + "appArmorProfile", Support: Refused, Note: appArmorNote, Used: appArmorUsed},
 	}

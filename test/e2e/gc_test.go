@@ -72,14 +72,8 @@ func startSmallContainerd(t *testing.T, size int64) *smallContainerd {
 			_ = syscall.Unmount(c.root, syscall.MNT_DETACH)
 		}
 	})
-	envRun := os.Getenv("HEARTLET_ENV_RUN")
-	if envRun == "" {
-		envRun = "/run/heartlet-env"
-	}
-	pause := os.Getenv("HEARTLET_PAUSE_IMAGE")
-	if pause == "" {
-		pause = "localhost:5000/pause:3.10"
-	}
+	envRun := envRunDir()
+	pause := pauseImage()
 	config := fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q
@@ -180,6 +174,22 @@ func (c *smallContainerd) launch(t *testing.T, binary, config string, env []stri
 		WithTracerProvider(nil).Build(ctx); err != nil {
 		t.Fatalf("connect to %s: %v", c.endpoint, err)
 	}
+}
+
+// envRunDir is hack/env.sh's run directory (its CNI configuration).
+func envRunDir() string {
+	if d := os.Getenv("HEARTLET_ENV_RUN"); d != "" {
+		return d
+	}
+	return "/run/heartlet-env"
+}
+
+// pauseImage is the environment's sandbox image.
+func pauseImage() string {
+	if p := os.Getenv("HEARTLET_PAUSE_IMAGE"); p != "" {
+		return p
+	}
+	return "localhost:5000/pause:3.10"
 }
 
 // removeEverything stops and removes every sandbox (and so container).
@@ -364,10 +374,7 @@ func TestImageGCFreesTheImageFilesystem(t *testing.T) {
 			t.Errorf("images after GC = %v; %s, in use, was removed", after, keep)
 		}
 	}
-	pause := os.Getenv("HEARTLET_PAUSE_IMAGE")
-	if pause == "" {
-		pause = "localhost:5000/pause:3.10"
-	}
+	pause := pauseImage()
 	if !slices.Contains(after, pause) {
 		t.Errorf("images after GC = %v; the sandbox image %s was removed", after, pause)
 	}

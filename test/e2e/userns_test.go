@@ -51,10 +51,7 @@ func startContainerd2(t *testing.T) *smallContainerd {
 			t.Fatal(err)
 		}
 	}
-	envRun := os.Getenv("HEARTLET_ENV_RUN")
-	if envRun == "" {
-		envRun = "/run/heartlet-env"
-	}
+	envRun := envRunDir()
 	conflists, _ := filepath.Glob(filepath.Join(envRun, "cni", "net.d", "*.conflist"))
 	if len(conflists) == 0 {
 		t.Fatalf("no CNI configuration in %s/cni/net.d (is hack/env.sh started?)", envRun)
@@ -68,10 +65,7 @@ func startContainerd2(t *testing.T) *smallContainerd {
 			t.Fatal(err)
 		}
 	}
-	pause := os.Getenv("HEARTLET_PAUSE_IMAGE")
-	if pause == "" {
-		pause = "localhost:5000/pause:3.10"
-	}
+	pause := pauseImage()
 	// containerd 2.x reads version 3 configurations: the CRI images and
 	// runtime plugins are separate.
 	config := fmt.Sprintf(`version = 3

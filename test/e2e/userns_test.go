@@ -43,6 +43,11 @@ func startContainerd2(t *testing.T) *smallContainerd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// The pods' mapped users must reach their rootfs below the state
+	// directory, as below /run/containerd (MkdirTemp makes 0700).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	c := &smallContainerd{dir: dir, root: filepath.Join(dir, "root"), sock: filepath.Join(dir, "c.sock")}
 	c.endpoint = "unix://" + c.sock
 	netd := filepath.Join(dir, "net.d")

@@ -124,13 +124,13 @@ oom_score = 0
 }
 
 // usernsPod writes the user namespace mapping the container sees, whether
-// /proc/kcore is masked, and the owner of a file it creates in an
+// /proc/keys is masked, and the owner of a file it creates in an
 // emptyDir, then sleeps. unmasked sets procMount: Unmasked.
 func usernsPod(t *testing.T, name string, unmasked bool) string {
 	return manifest(t, name, func(p *v1.Pod) {
 		p.Spec.HostUsers = ptr.To(false)
 		p.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
-		c := shContainer("app", `echo "map $(cat /proc/self/uid_map)"; echo "id $(id -u)"; echo "masked $(grep -c ' /proc/kcore ' /proc/self/mounts)"; touch /scratch/mine && echo "owner $(stat -c %u /scratch/mine)"; `+sleeper)
+		c := shContainer("app", `echo "map $(cat /proc/self/uid_map)"; echo "id $(id -u)"; echo "masked $(grep -c ' /proc/keys ' /proc/self/mounts)"; touch /scratch/mine && echo "owner $(stat -c %u /scratch/mine)"; `+sleeper)
 		c.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
 		if unmasked {
 			c.SecurityContext = &v1.SecurityContext{ProcMount: ptr.To(v1.UnmaskedProcMount)}
@@ -140,7 +140,7 @@ func usernsPod(t *testing.T, name string, unmasked bool) string {
 }
 
 // userMapping reads the "map" line a usernsPod logged: the host ID its
-// root is mapped to and the mapping's length; and whether its /proc/kcore
+// root is mapped to and the mapping's length; and whether its /proc/keys
 // was masked.
 func userMapping(t *testing.T, h *heartlet, pod *v1.Pod) (host, length uint64, masked bool) {
 	t.Helper()
@@ -203,11 +203,11 @@ func TestUserNamespaces(t *testing.T) {
 	b := h.waitRunning(t, "userns-b")
 	hostA, lenA, maskedA := userMapping(t, h, a)
 	hostB, lenB, maskedB := userMapping(t, h, b)
-	// procMount: the default masks /proc/kcore (and the other masked
+	// procMount: the default masks /proc/keys (and the other masked
 	// paths); Unmasked, which the API allows only with hostUsers: false,
 	// masks nothing.
 	if !maskedA || maskedB {
-		t.Errorf("/proc/kcore masked: %v with the default procMount (want true), %v with Unmasked (want false)", maskedA, maskedB)
+		t.Errorf("/proc/keys masked: %v with the default procMount (want true), %v with Unmasked (want false)", maskedA, maskedB)
 	}
 	for _, m := range []struct {
 		pod          *v1.Pod
@@ -236,7 +236,7 @@ func TestUserNamespaces(t *testing.T) {
 
 	// A restart keeps both pods running, with their IDs, and a third pod
 	// gets IDs of its own.
-	before := containerIDs(t, h)
+	before := containerIDs(t, h, "userns-a", "userns-b")
 	h.stop()
 	h.startOn(c)
 	h.writeManifest(t, "userns-c.yaml", usernsPod(t, "userns-c", false))
@@ -245,7 +245,9 @@ func TestUserNamespaces(t *testing.T) {
 	if hostC == hostA || hostC == hostB {
 		t.Errorf("after a restart pod c got host IDs %d, which a running pod holds (a %d, b %d)", hostC, hostA, hostB)
 	}
-	after := containerIDs(t, h)
+	h.waitRunning(t, "userns-a")
+	h.waitRunning(t, "userns-b")
+	after := containerIDs(t, h, "userns-a", "userns-b")
 	for _, n := range []string{"userns-a", "userns-b"} {
 		if before[n] == "" || before[n] != after[n] {
 			t.Errorf("%s: container %q before the restart, %q after: restarted", n, before[n], after[n])
@@ -261,17 +263,18 @@ func TestUserNamespaces(t *testing.T) {
 	})
 }
 
-// containerIDs maps each pod of h to its first container's ID.
-func containerIDs(t *testing.T, h *heartlet) map[string]string {
+// containerIDs maps each named static pod of h to its first container's
+// ID.
+func containerIDs(t *testing.T, h *heartlet, names ...string) map[string]string {
 	t.Helper()
-	pods, err := h.pods()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, p := range pods {
+	for _, n := range names {
+		p, err := h.pod(n)
+		if err != nil || p == nil {
+			t.Fatalf("pod %s: %v", n, err)
+		}
 		if len(p.Status.ContainerStatuses) > 0 {
-			out[p.Name] = p.Status.ContainerStatuses[0].ContainerID
+			out[n] = p.Status.ContainerStatuses[0].ContainerID
 		}
 	}
 	return out

@@ -49,7 +49,17 @@ func (o Outcome) String() string {
 type Decision struct {
 	Outcome Outcome
 	Message string
+	// Detail is the reason_detail label of an infeasible decision in
+	// kubelet_pod_infeasible_resizes_total (upstream's values); empty
+	// for a check upstream leaves to the API server's validation.
+	Detail string
 }
+
+// Values of Decision.Detail, as upstream.
+const (
+	DetailStaticPod               = "static_pod"
+	DetailInsufficientAllocatable = "insufficient_node_allocatable"
+)
 
 // Inputs are the node's facts a decision depends on.
 type Inputs struct {
@@ -84,7 +94,7 @@ func Decide(pod *v1.Pod, allocated Allocation, in Inputs) Decision {
 		return Decision{Outcome: None}
 	}
 	if in.Static {
-		return Decision{Outcome: Infeasible, Message: msgStatic}
+		return Decision{Outcome: Infeasible, Message: msgStatic, Detail: DetailStaticPod}
 	}
 	if pod.Spec.Resources != nil {
 		return Decision{Outcome: Infeasible, Message: "In-place resize of pods with pod-level resources is not supported."}
@@ -119,10 +129,10 @@ func Decide(pod *v1.Pod, allocated Allocation, in Inputs) Decision {
 	cpuReq, memReq := reqs.Cpu().MilliValue(), reqs.Memory().Value()
 	cpuCap, memCap := in.Allocatable.Cpu().MilliValue(), in.Allocatable.Memory().Value()
 	if memReq > memCap {
-		return Decision{Outcome: Infeasible, Message: fmt.Sprintf("Node didn't have enough capacity: memory, requested: %d, capacity: %d", memReq, memCap)}
+		return Decision{Outcome: Infeasible, Message: fmt.Sprintf("Node didn't have enough capacity: memory, requested: %d, capacity: %d", memReq, memCap), Detail: DetailInsufficientAllocatable}
 	}
 	if cpuReq > cpuCap {
-		return Decision{Outcome: Infeasible, Message: fmt.Sprintf("Node didn't have enough capacity: cpu, requested: %d, capacity: %d", cpuReq, cpuCap)}
+		return Decision{Outcome: Infeasible, Message: fmt.Sprintf("Node didn't have enough capacity: cpu, requested: %d, capacity: %d", cpuReq, cpuCap), Detail: DetailInsufficientAllocatable}
 	}
 	cpuUsed, memUsed := in.OthersRequested.Cpu().MilliValue(), in.OthersRequested.Memory().Value()
 	if cpuUsed+cpuReq > cpuCap {

@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -63,11 +64,16 @@ func linux(_ *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
 }
 
 type harness struct {
-	m     *Manager
-	node  *fakeNode
-	rec   *fakeRecorder
-	store *Store
-	pods  []*v1.Pod
+	m       *Manager
+	node    *fakeNode
+	rec     *fakeRecorder
+	store   *Store
+	pods    []*v1.Pod
+	clock   *clocktesting.FakeClock
+	metrics *fakeMetrics
+	mem     *fakeMemory
+	// resynced receives the UIDs the Manager asks to sync.
+	resynced chan types.UID
 }
 
 func newHarness(t *testing.T, allocatable v1.ResourceList) *harness {
@@ -76,15 +82,34 @@ func newHarness(t *testing.T, allocatable v1.ResourceList) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{node: &fakeNode{resources: map[string]*runtimeapi.LinuxContainerResources{}}, rec: &fakeRecorder{}, store: store}
+	h := &harness{
+		node: &fakeNode{resources: map[string]*runtimeapi.LinuxContainerResources{}}, rec: &fakeRecorder{}, store: store,
+		clock: clocktesting.NewFakeClock(time.Unix(1000, 0)), metrics: newFakeMetrics(), mem: &fakeMemory{usage: map[string]int64{"pod": 0}},
+		resynced: make(chan types.UID, 100),
+	}
 	h.m = NewManager(Options{
 		Store: store, Cgroups: h.node, Containers: h.node,
 		Allocatable: func() v1.ResourceList { return allocatable },
 		Pods:        func() []*v1.Pod { return h.pods },
 		Recorder:    h.rec,
-		Clock:       clocktesting.NewFakeClock(time.Unix(1000, 0)),
+		Resync:      func(uid types.UID) { h.resynced <- uid },
+		Memory:      h.mem,
+		Metrics:     h.metrics,
+		Clock:       h.clock,
 	})
 	return h
+}
+
+// set replaces the pod of the same UID in what Options.Pods lists (the
+// API's spec changed).
+func (h *harness) set(pod *v1.Pod) {
+	for i, p := range h.pods {
+		if p.UID == pod.UID {
+			h.pods[i] = pod
+			return
+		}
+	}
+	h.pods = append(h.pods, pod)
 }
 
 // start admits pod and starts its containers at their resources.

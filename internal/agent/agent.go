@@ -517,6 +517,7 @@ func (a *Agent) buildLifecycle(c *components) error {
 	if c.node != nil {
 		admOpts.Node, admOpts.Allocatable = c.node.Node, c.node.Allocatable
 	}
+	admOpts.Allocated = c.resizer.Allocated
 	adm := podlifecycle.NewAdmitter(admOpts)
 	c.dispatcher = podlifecycle.NewDispatcher(adm, c.workers, c.probes, c.startup)
 	hkOpts := podlifecycle.HousekeeperOptions{
@@ -615,6 +616,7 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { return c.housekeep.Run(ctx) })
 	g.Go(func() error { return c.eviction.Run(ctx) })
 	g.Go(func() error { return c.gc.Run(ctx) })
+	g.Go(func() error { return c.resizer.Run(ctx) })
 	klog.FromContext(ctx).Info("Started heartlet", "node", c.nodeName, "staticPodPath", c.cfg.StaticPodPath)
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {

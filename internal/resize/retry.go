@@ -38,15 +38,15 @@ const (
 )
 
 // Run retries the deferred resizes periodically, and after the pods that
-// Forget names stopped, until ctx ends.
-func (m *Manager) Run(ctx context.Context) {
+// Forget names stopped, until ctx ends; it returns nil then.
+func (m *Manager) Run(ctx context.Context) error {
 	delay := initialRetryDelay
 	for {
 		t := m.opts.Clock.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return
+			return nil
 		case <-m.terminated:
 			t.Stop()
 			m.retry(ctx, TriggerPodTerminated)

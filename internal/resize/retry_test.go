@@ -202,7 +202,7 @@ func TestRetryOnTerminationAndPeriodically(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.m.Run(ctx)
+		_ = h.m.Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()
 
@@ -271,7 +271,7 @@ func TestRetryFirstPeriod(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.m.Run(ctx)
+		_ = h.m.Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()
 	waitTimer(h)

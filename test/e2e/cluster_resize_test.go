@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,9 +21,10 @@ import (
 // `kubectl patch --subresource resize` changes a running container's
 // cgroup limits without a restart, the status shows the new resources and
 // allocation with no resize condition left, a resize that does not fit
-// beside the other pods is PodResizePending/Deferred until they go, and a
-// container whose
-// memory resizePolicy is RestartContainer is restarted with the new limit.
+// beside the other pods is PodResizePending/Deferred until one of them
+// stops (and does not count against new pods meanwhile), a memory limit
+// below the usage is refused, and a container whose memory resizePolicy
+// is RestartContainer is restarted with the new limit.
 
 const resizeTimeout = 90 * time.Second
 
@@ -205,10 +207,96 @@ func TestClusterPodResize(t *testing.T) {
 		}
 		return len(evs) > 0, "none yet"
 	})
+	mfs := families(t, scrape(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", h.roPort)))
+	if v, ok := sample(mfs, "kubelet_pod_pending_resizes", "reason", "deferred"); !ok || v != 1 {
+		t.Errorf("kubelet_pod_pending_resizes{reason=deferred} = %v (present %v), want 1", v, ok)
+	}
+	// Up (100m -> 200m), down, up (150m -> 800m): each counted once.
+	for _, c := range []struct {
+		op   string
+		want float64
+	}{{"increase", 2}, {"decrease", 1}} {
+		if v, _ := sample(mfs, "kubelet_container_requested_resizes_total", "resource", "cpu", "requirement", "requests", "operation", c.op); v != c.want {
+			t.Errorf("kubelet_container_requested_resizes_total{cpu,requests,%s} = %v, want %v", c.op, v, c.want)
+		}
+	}
+
+	// Admission counts the deferred pod at its allocation (150m), not at
+	// what it asks for (800m), as upstream: a pod that fits only so is
+	// admitted.
+	node, err := getNode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := node.Status.Allocatable.Cpu().MilliValue() - 1500 - 150
+	if free < 100 || free-50 >= 800-150+50 {
+		t.Fatalf("allocatable cpu %s does not suit the test", node.Status.Allocatable.Cpu().String())
+	}
+	createPod(t, apiPod("resize-admit", func(p *v1.Pod) {
+		p.Spec.NodeName = clusterNode
+		p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(free-50, resource.DecimalSI)}
+	}))
+	waitAPIPodRunning(t, h, "resize-admit")
+
+	// The deferred resize is retried as soon as the other pod stops
+	// (upstream's pod_terminated trigger), not on the pod's next resync.
 	deletePodAndWait(t, "resize-hog")
-	waitAPIPod(t, h, "resize", 2*time.Minute, "resized once room was made", resizedTo("96Mi", "800m"))
+	waitAPIPod(t, h, "resize", 30*time.Second, "resized once room was made", resizedTo("96Mi", "800m"))
 	if got := cgroupInside(t, "resize", "cpu/cpu.cfs_quota_us"); got != 100000 {
 		t.Errorf("after the deferred resize, cpu quota inside = %d, want 100000", got)
+	}
+	mfs = families(t, scrape(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", h.roPort)))
+	if v, ok := sample(mfs, "kubelet_pod_deferred_accepted_resizes_total", "retry_trigger", "pod_terminated"); !ok || v != 1 {
+		all, _ := sample(mfs, "kubelet_pod_deferred_accepted_resizes_total")
+		t.Errorf("kubelet_pod_deferred_accepted_resizes_total{retry_trigger=pod_terminated} = %v (present %v; all triggers %v), want 1", v, ok, all)
+	}
+	if v, ok := sample(mfs, "kubelet_pod_pending_resizes"); ok && v != 0 {
+		t.Errorf("kubelet_pod_pending_resizes = %v with no resize pending", v)
+	}
+	if v, _ := sample(mfs, "kubelet_pod_in_progress_resizes"); v != 0 {
+		t.Errorf("kubelet_pod_in_progress_resizes = %v after every resize completed", v)
+	}
+	if v, _ := sample(mfs, "kubelet_pod_resize_duration_milliseconds", "success", "true"); v < 3 {
+		t.Errorf("kubelet_pod_resize_duration_milliseconds{success=true} has %v observations, want at least 3", v)
+	}
+}
+
+// Lowering a memory limit below what the container uses is refused
+// before the kernel sees it, as upstream (KEP-1287 "Memory Limit
+// Decreases"): PodResizeInProgress with reason Error and a message with
+// the usage and the new limit, the limit unchanged; once the usage drops
+// the resize goes through.
+func TestClusterPodResizeMemoryUsage(t *testing.T) {
+	h := startClusterHeartlet(t, clusterOptions{})
+	pod := resizablePod("resize-mem", v1.NotRequired)
+	pod.Spec.Containers[0].Resources.Limits[v1.ResourceMemory] = resource.MustParse("128Mi")
+	createPod(t, pod)
+	p := waitAPIPodRunning(t, h, "resize-mem")
+	id := p.Status.ContainerStatuses[0].ContainerID
+	// 50 MiB in tmpfs, which the kernel cannot reclaim (no swap).
+	mustKubectl(t, "exec", "-n", "default", "resize-mem", "-c", "main", "--", "dd", "if=/dev/zero", "of=/dev/shm/fill", "bs=1048576", "count=50")
+
+	resizeTo(t, "resize-mem", "100m", "200m", "32Mi", "40Mi")
+	p = waitAPIPod(t, h, "resize-mem", resizeTimeout, "PodResizeInProgress Error", func(p *v1.Pod) bool {
+		c := podConditionOf(p, v1.PodResizeInProgress)
+		return c != nil && c.Reason == "Error"
+	})
+	c := podConditionOf(p, v1.PodResizeInProgress)
+	if want := fmt.Sprintf(`attempting to set container "main" memory limit (%d) below current usage (`, 40<<20); !strings.Contains(c.Message, want) {
+		t.Errorf("PodResizeInProgress message %q, want it to contain %q", c.Message, want)
+	}
+	t.Logf("refused: %s", c.Message)
+	if got := cgroupInside(t, "resize-mem", "memory/memory.limit_in_bytes"); got != 128<<20 {
+		t.Errorf("memory limit inside = %d after the refused resize, want still 128Mi", got)
+	}
+
+	mustKubectl(t, "exec", "-n", "default", "resize-mem", "-c", "main", "--", "rm", "/dev/shm/fill")
+	p = waitAPIPod(t, h, "resize-mem", resizeTimeout, "resized once the usage dropped", resizedTo("40Mi", "100m"))
+	if got := cgroupInside(t, "resize-mem", "memory/memory.limit_in_bytes"); got != 40<<20 {
+		t.Errorf("memory limit inside = %d, want 40Mi", got)
+	}
+	if cs := p.Status.ContainerStatuses[0]; cs.ContainerID != id || cs.RestartCount != 0 {
+		t.Errorf("the resize restarted the container")
 	}
 }
 

@@ -83,7 +83,9 @@ const (
 //
 // The rules are upstream's (KEP-1287 and the kubelet's allocation
 // manager): a static pod, a change of the QoS class, of a resource other
-// than cpu and memory, of a pod using pod-level resources, or one that
+// than cpu and memory (of a container or of the pod-level resources,
+// which resize as upstream's default InPlacePodLevelResourcesVerticalScaling
+// does), or one that
 // would restart a container of a pod whose restartPolicy is Never is
 // infeasible; a request for more cpu or memory than the node's allocatable
 // is infeasible; one that does not fit beside the other pods' allocations
@@ -96,15 +98,15 @@ func Decide(pod *v1.Pod, allocated Allocation, in Inputs) Decision {
 	if in.Static {
 		return Decision{Outcome: Infeasible, Message: msgStatic, Detail: DetailStaticPod}
 	}
-	if pod.Spec.Resources != nil {
-		return Decision{Outcome: Infeasible, Message: "In-place resize of pods with pod-level resources is not supported."}
-	}
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		old, ok := allocated[name]
 		if !ok {
 			continue
 		}
 		if r, changed := otherResourceChanged(old, want[name]); changed {
+			if name == PodLevel {
+				return Decision{Outcome: Infeasible, Message: fmt.Sprintf("In-place resize of pod-level resources: resource %s cannot be resized in place.", r)}
+			}
 			return Decision{Outcome: Infeasible, Message: fmt.Sprintf("In-place resize of container %q: resource %s cannot be resized in place.", name, r)}
 		}
 	}
@@ -170,9 +172,13 @@ func otherResourceChanged(a, b v1.ResourceRequirements) (v1.ResourceName, bool) 
 }
 
 // WithAllocation returns a copy of pod whose containers have the resources
-// of alloc (those alloc names; the others keep the spec's).
+// of alloc (those alloc names; the others keep the spec's), and whose
+// pod-level resources are alloc's when it has them.
 func WithAllocation(pod *v1.Pod, alloc Allocation) *v1.Pod {
 	p := pod.DeepCopy()
+	if r, ok := alloc[PodLevel]; ok {
+		p.Spec.Resources = r.DeepCopy()
+	}
 	for i := range p.Spec.Containers {
 		if r, ok := alloc[p.Spec.Containers[i].Name]; ok {
 			p.Spec.Containers[i].Resources = *r.DeepCopy()

@@ -392,6 +392,11 @@ func (m *Manager) apply(ctx context.Context, pod *v1.Pod, plan Plan, actual Allo
 			if err := m.opts.Cgroups.ResizePod(ctx, pod, st.Resource); err != nil {
 				return fmt.Errorf("resize the pod cgroup's %s: %w", st.Resource, err)
 			}
+			if want, ok := alloc[PodLevel]; ok {
+				next := withResource(actual[PodLevel], want, st.Resource)
+				actual[PodLevel] = next
+				m.setActuated(pod.UID, PodLevel, "", next)
+			}
 		case ContainerUpdate:
 			c := containerByName(pod, st.Container)
 			if c == nil {
@@ -486,6 +491,16 @@ func withResource(cur, want v1.ResourceRequirements, r v1.ResourceName) v1.Resou
 // else what it was allocated before (before).
 func (m *Manager) actual(pod *v1.Pod, rs *runtime.PodStatus, alloc, before Allocation) (Allocation, map[string]string) {
 	out, ids := Allocation{}, map[string]string{}
+	// The pod cgroup runs the pod-level resources heartlet last wrote,
+	// else those allocated before.
+	if _, ok := alloc[PodLevel]; ok {
+		if a, ok := m.getActuated(pod.UID, PodLevel); ok {
+			out[PodLevel] = a.resources
+		} else if b, ok := before[PodLevel]; ok {
+			out[PodLevel] = *b.DeepCopy()
+			m.setActuated(pod.UID, PodLevel, "", b)
+		}
+	}
 	if rs == nil {
 		return out, ids
 	}
@@ -570,11 +585,23 @@ func (m *Manager) Status(pod *v1.Pod) *status.Resize {
 	if !ok {
 		return nil
 	}
-	out := &status.Resize{Allocated: a}
+	out := &status.Resize{Allocated: map[string]v1.ResourceRequirements{}}
+	for name, r := range a {
+		if name == PodLevel {
+			out.PodAllocated = r.DeepCopy()
+			out.PodActual = r.DeepCopy()
+			continue
+		}
+		out.Allocated[name] = r
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if st := m.state[pod.UID]; st != nil {
 		for name, a := range st.actuated {
+			if name == PodLevel {
+				out.PodActual = a.resources.DeepCopy()
+				continue
+			}
 			if out.Actuated == nil {
 				out.Actuated = map[string]v1.ResourceRequirements{}
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -385,5 +386,57 @@ func TestManagerRuntimeWithoutResources(t *testing.T) {
 	st := h.m.Status(want)
 	if got := st.Actuated["app"].Limits[v1.ResourceMemory]; got.Value() != 256<<20 {
 		t.Errorf("status actuated memory limit %s, want 256Mi", got.String())
+	}
+}
+
+// A pod-level resize (spec.resources) writes the pod cgroup (memory
+// before cpu; growing before the containers, which are unchanged) and
+// the status reports the pod-level allocation and what the pod cgroup
+// runs with.
+func TestManagerPodLevelResize(t *testing.T) {
+	h := newHarness(t, list("2", "4Gi"))
+	pod := mkPod(ctr{name: "app", r: res4{"100m", "", "32Mi", ""}})
+	pod.Spec.Resources = &v1.ResourceRequirements{Requests: list("200m", "64Mi"), Limits: list("400m", "128Mi")}
+	h.start(t, pod)
+	want := pod.DeepCopy()
+	want.Generation++
+	want.Spec.Resources = &v1.ResourceRequirements{Requests: list("300m", "64Mi"), Limits: list("800m", "256Mi")}
+	if _, err := h.sync(t, want); err != nil {
+		t.Fatal(err)
+	}
+	if wantLog := []string{"pod memory", "pod cpu"}; !slices.Equal(h.node.log, wantLog) {
+		t.Errorf("writes %v, want %v", h.node.log, wantLog)
+	}
+	st := h.m.Status(want)
+	if st.PodAllocated == nil || !st.PodAllocated.Limits.Memory().Equal(resource.MustParse("256Mi")) {
+		t.Errorf("status pod-level allocation %v, want the new limits", st.PodAllocated)
+	}
+	if st.PodActual == nil || !st.PodActual.Limits.Cpu().Equal(resource.MustParse("800m")) {
+		t.Errorf("status pod-level resources %v, want the new cpu limit", st.PodActual)
+	}
+	if _, ok := st.Allocated[PodLevel]; ok {
+		t.Error("the pod-level resources are reported as a container's")
+	}
+	if c := condition(h, want, v1.PodResizeInProgress); c != nil {
+		t.Errorf("PodResizeInProgress = %+v after the writes", c)
+	}
+	// Applied: nothing more to write.
+	if _, err := h.sync(t, want); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.node.log) != 0 {
+		t.Errorf("an applied pod-level resize was written again: %v", h.node.log)
+	}
+
+	// Down: the pod cgroup's memory limit is checked against its usage.
+	down := want.DeepCopy()
+	down.Generation++
+	down.Spec.Resources.Limits = list("800m", "96Mi")
+	h.mem.usage["pod"] = 100 << 20
+	if _, err := h.sync(t, down); err == nil || !strings.Contains(err.Error(), "Aborting attempt to set pod memory limit less than current memory usage") {
+		t.Fatalf("sync = %v, want the usage check's error", err)
+	}
+	if st := h.m.Status(down); !st.PodActual.Limits.Memory().Equal(resource.MustParse("256Mi")) {
+		t.Errorf("status pod-level memory limit %v after the refused write, want still 256Mi", st.PodActual.Limits.Memory())
 	}
 }

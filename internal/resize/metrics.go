@@ -50,13 +50,14 @@ type Change struct {
 
 // Changes lists the changes of cpu and memory requests and limits from
 // old to next, container by container (containers in only one of them
-// are left out), in a fixed order. A quantity that is absent or zero
+// are left out, and so are pod-level resources, as upstream counts), in a
+// fixed order. A quantity that is absent or zero
 // counts as none, as upstream: from none is add, to none is remove.
 func Changes(old, next Allocation) []Change {
 	var out []Change
 	for _, name := range slices.Sorted(maps.Keys(next)) {
 		o, ok := old[name]
-		if !ok {
+		if !ok || name == PodLevel {
 			continue
 		}
 		n := next[name]

@@ -37,8 +37,14 @@ const maxStateBytes = 4 << 20
 // container name is a DNS label; a UID is far shorter).
 const maxNameLen = 253
 
-// Allocation is the resources allocated to a pod's containers, by name.
+// Allocation is the resources allocated to a pod's containers, by name,
+// and to the pod as a whole (its pod-level resources, spec.resources)
+// under PodLevel.
 type Allocation map[string]v1.ResourceRequirements
+
+// PodLevel is the key of the pod-level resources in an Allocation; a
+// colon is never part of a container name.
+const PodLevel = ":pod"
 
 // Equal reports whether a and b allocate the same resources.
 func (a Allocation) Equal(b Allocation) bool {
@@ -55,11 +61,15 @@ func (a Allocation) Equal(b Allocation) bool {
 }
 
 // FromPod is the allocation a pod asks for: its regular containers' and
-// sidecars' resources (the resizable containers, as upstream).
+// sidecars' resources (the resizable containers, as upstream), and its
+// pod-level resources if it has any.
 func FromPod(pod *v1.Pod) Allocation {
 	a := Allocation{}
 	for _, c := range podspec.RunningContainers(pod) {
 		a[c.Name] = *c.Resources.DeepCopy()
+	}
+	if pod.Spec.Resources != nil {
+		a[PodLevel] = *pod.Spec.Resources.DeepCopy()
 	}
 	return a
 }

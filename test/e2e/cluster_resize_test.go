@@ -317,3 +317,53 @@ func TestClusterPodResizeRestartContainer(t *testing.T) {
 		t.Errorf("memory limit inside the restarted container = %d, want 128Mi", got)
 	}
 }
+
+// Pod-level resources (spec.resources) resize in place as upstream 1.37
+// does with its default gates (InPlacePodLevelResourcesVerticalScaling,
+// beta and on; upstream's test/e2e/common/node/pod_level_resources_resize.go):
+// the pod cgroup takes the new values, the containers run on, and the
+// pod's status.allocatedResources and status.resources follow.
+func TestClusterPodResizePodLevel(t *testing.T) {
+	h := startClusterHeartlet(t, clusterOptions{})
+	createPod(t, apiPod("resize-pod-level", func(p *v1.Pod) {
+		p.Spec.NodeName = clusterNode
+		p.Spec.Resources = &v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("200m"), v1.ResourceMemory: resource.MustParse("64Mi")},
+		}
+	}))
+	p := waitAPIPodRunning(t, h, "resize-pod-level")
+	id := p.Status.ContainerStatuses[0].ContainerID
+	if got := hostInt(t, podCgroupFile(t, p, "memory", "memory.limit_in_bytes")); got != 64<<20 {
+		t.Fatalf("pod cgroup memory limit = %d, want 64Mi", got)
+	}
+	if got := hostInt(t, podCgroupFile(t, p, "cpu", "cpu.cfs_quota_us")); got != 20000 {
+		t.Fatalf("pod cgroup cpu quota = %d, want 20000", got)
+	}
+
+	mustKubectl(t, "patch", "pod", "-n", "default", "resize-pod-level", "--subresource", "resize", "-p",
+		`{"spec":{"resources":{"requests":{"cpu":"200m","memory":"48Mi"},"limits":{"cpu":"400m","memory":"128Mi"}}}}`)
+	p = waitAPIPod(t, h, "resize-pod-level", resizeTimeout, "the pod-level resize in the status", func(p *v1.Pod) bool {
+		if podConditionOf(p, v1.PodResizePending) != nil || podConditionOf(p, v1.PodResizeInProgress) != nil || p.Status.Resources == nil {
+			return false
+		}
+		lim, req := p.Status.Resources.Limits[v1.ResourceMemory], p.Status.AllocatedResources[v1.ResourceCPU]
+		return lim.Cmp(resource.MustParse("128Mi")) == 0 && req.Cmp(resource.MustParse("200m")) == 0
+	})
+	t.Logf("status resources %v, allocatedResources %v", p.Status.Resources, p.Status.AllocatedResources)
+	if got := hostInt(t, podCgroupFile(t, p, "memory", "memory.limit_in_bytes")); got != 128<<20 {
+		t.Errorf("pod cgroup memory limit = %d after the resize, want 128Mi", got)
+	}
+	if got := hostInt(t, podCgroupFile(t, p, "cpu", "cpu.cfs_quota_us")); got != 40000 {
+		t.Errorf("pod cgroup cpu quota = %d after the resize, want 40000", got)
+	}
+	if got := hostInt(t, podCgroupFile(t, p, "cpu", "cpu.shares")); got != 204 {
+		t.Errorf("pod cgroup cpu shares = %d after the resize, want 204", got)
+	}
+	if cs := p.Status.ContainerStatuses[0]; cs.ContainerID != id || cs.RestartCount != 0 {
+		t.Errorf("the pod-level resize restarted the container")
+	}
+	if q := p.Status.Resources.Limits[v1.ResourceCPU]; q.Cmp(resource.MustParse("400m")) != 0 {
+		t.Errorf("status resources cpu limit = %s, want 400m", q.String())
+	}
+}

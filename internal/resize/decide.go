@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/qos"
 )
 
@@ -111,7 +110,7 @@ func Decide(pod *v1.Pod, allocated Allocation, in Inputs) Decision {
 		}
 	}
 	if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
-		for _, c := range podspec.RunningContainers(pod) {
+		for _, c := range resizable(pod) {
 			old, ok := allocated[c.Name]
 			if !ok {
 				continue

@@ -176,7 +176,9 @@ func TestDecidePodLevelResources(t *testing.T) {
 	}
 }
 
-func TestFromPodTakesSidecarsNotInitContainers(t *testing.T) {
+// Every init container resizes, sidecar or not, as upstream 1.37
+// (InPlacePodVerticalScalingInitContainers is GA).
+func TestFromPodTakesInitContainers(t *testing.T) {
 	always := v1.ContainerRestartPolicyAlways
 	pod := mkPod(ctr{name: "app", r: res4{cpuReq: "1"}})
 	pod.Spec.InitContainers = []v1.Container{
@@ -184,8 +186,8 @@ func TestFromPodTakesSidecarsNotInitContainers(t *testing.T) {
 		{Name: "side", RestartPolicy: &always, Resources: res4{cpuReq: "3"}.reqs()},
 	}
 	a := FromPod(pod)
-	if _, ok := a["init"]; ok {
-		t.Error("an init container is in the allocation")
+	if _, ok := a["init"]; !ok {
+		t.Error("an init container is missing from the allocation")
 	}
 	if _, ok := a["side"]; !ok {
 		t.Error("a sidecar is missing from the allocation")

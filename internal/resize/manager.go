@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -15,7 +16,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/qos"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/status"
@@ -187,6 +187,7 @@ type LinuxResources = func(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContai
 func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, linux LinuxResources) ([]string, error) {
 	logger := klog.FromContext(ctx)
 	alloc, ok := m.opts.Store.Get(pod.UID)
+	var err error
 	if !ok {
 		// Admitted: the pod runs with what it asks for.
 		next := FromPod(pod)
@@ -195,6 +196,9 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, 
 		}
 		m.noteDesired(pod.UID, next, next)
 		return nil, nil
+	}
+	if alloc, err = m.adopt(pod, alloc); err != nil {
+		return nil, err
 	}
 	m.noteDesired(pod.UID, alloc, FromPod(pod))
 
@@ -274,6 +278,30 @@ func (m *Manager) setStale(uid types.UID, stale bool) {
 	if st := m.state[uid]; st != nil {
 		st.staleCgroup = stale
 	}
+}
+
+// adopt adds to a pod's allocation what the pod asks for of its parts
+// that the record lacks: a record written before init containers and
+// pod-level resources were resizable lacks them, and those parts run at
+// their spec, so adopting it is no resize.
+func (m *Manager) adopt(pod *v1.Pod, alloc Allocation) (Allocation, error) {
+	var next Allocation
+	for name, r := range FromPod(pod) {
+		if _, ok := alloc[name]; ok {
+			continue
+		}
+		if next == nil {
+			next = maps.Clone(alloc)
+		}
+		next[name] = r
+	}
+	if next == nil {
+		return alloc, nil
+	}
+	if err := m.opts.Store.Set(pod.UID, next); err != nil {
+		return alloc, fmt.Errorf("record the allocation of pod %s: %w", klog.KObj(pod), err)
+	}
+	return next, nil
 }
 
 // retryIfLowered retries the deferred resizes after a resize that lowered
@@ -504,7 +532,7 @@ func (m *Manager) actual(pod *v1.Pod, rs *runtime.PodStatus, alloc, before Alloc
 	if rs == nil {
 		return out, ids
 	}
-	for _, c := range podspec.RunningContainers(pod) {
+	for _, c := range resizable(pod) {
 		rec := rs.FindContainer(c.Name)
 		if rec == nil || rec.State != runtime.ContainerRunning {
 			continue
@@ -713,10 +741,8 @@ func summary(prefix string, pod *v1.Pod, generation int64, errMsg string) string
 		Generation     int64  `json:"generation"`
 		Error          string `json:"error,omitempty"`
 	}
-	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; podspec.IsSidecar(c) {
-			s.InitContainers = append(s.InitContainers, ctr{c.Name, c.Resources})
-		}
+	for _, c := range pod.Spec.InitContainers {
+		s.InitContainers = append(s.InitContainers, ctr{c.Name, c.Resources})
 	}
 	for _, c := range pod.Spec.Containers {
 		s.Containers = append(s.Containers, ctr{c.Name, c.Resources})
@@ -730,7 +756,7 @@ func summary(prefix string, pod *v1.Pod, generation int64, errMsg string) string
 }
 
 func containerByName(pod *v1.Pod, name string) *v1.Container {
-	for _, c := range podspec.RunningContainers(pod) {
+	for _, c := range resizable(pod) {
 		if c.Name == name {
 			return c
 		}

@@ -440,3 +440,40 @@ func TestManagerPodLevelResize(t *testing.T) {
 		t.Errorf("status pod-level memory limit %v after the refused write, want still 256Mi", st.PodActual.Limits.Memory())
 	}
 }
+
+// A record written before init containers and pod-level resources were
+// resizable lacks them: they are adopted at their spec, without a resize.
+// A later change of an init container's resources is a resize.
+func TestManagerAdoptsOlderRecords(t *testing.T) {
+	h := newHarness(t, list("2", "4Gi"))
+	pod := mkPod(ctr{name: "app", r: res4{"100m", "200m", "64Mi", "128Mi"}})
+	pod.Spec.InitContainers = []v1.Container{{Name: "init", Resources: res4{"50m", "", "", ""}.reqs()}}
+	pod.Spec.Resources = &v1.ResourceRequirements{Limits: list("1", "1Gi")}
+	h.pods = append(h.pods, pod)
+	if err := h.store.Set(pod.UID, Allocation{"app": pod.Spec.Containers[0].Resources}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.sync(t, pod); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := h.store.Get(pod.UID); !a.Equal(FromPod(pod)) {
+		t.Errorf("allocation %v, want the init container and pod-level resources adopted", a)
+	}
+	if len(h.rec.events) != 0 || len(h.node.log) != 0 {
+		t.Errorf("adopting an older record resized: events %v, writes %v", reasons(h.rec.events), h.node.log)
+	}
+
+	more := pod.DeepCopy()
+	more.Generation++
+	more.Spec.InitContainers[0].Resources = res4{"80m", "", "", ""}.reqs()
+	h.set(more)
+	if _, err := h.sync(t, more); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := h.store.Get(pod.UID); !a.Equal(FromPod(more)) {
+		t.Errorf("allocation %v after an init container's resize", a)
+	}
+	if got := reasons(h.rec.events); !slices.Equal(got, []string{EventResizeStarted, EventResizeCompleted}) {
+		t.Errorf("events %v", got)
+	}
+}

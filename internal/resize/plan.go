@@ -57,7 +57,7 @@ func MakePlan(pod *v1.Pod, actual, want Allocation) Plan {
 		shrink bool
 	}
 	changes := map[v1.ResourceName][]change{}
-	for _, c := range podspec.RunningContainers(pod) {
+	for _, c := range resizable(pod) {
 		cur, running := actual[c.Name]
 		next, ok := want[c.Name]
 		if !running || !ok {

@@ -367,3 +367,40 @@ func TestClusterPodResizePodLevel(t *testing.T) {
 		t.Errorf("status resources cpu limit = %s, want 400m", q.String())
 	}
 }
+
+// An init container resizes as upstream 1.37 (InPlacePodVerticalScalingInitContainers
+// is GA): a completed one's allocation follows the resize, reported in
+// initContainerStatuses[].allocatedResources, and nothing restarts.
+func TestClusterPodResizeInitContainer(t *testing.T) {
+	h := startClusterHeartlet(t, clusterOptions{})
+	createPod(t, apiPod("resize-init", func(p *v1.Pod) {
+		p.Spec.NodeName = clusterNode
+		init := shContainer("init", "true")
+		init.Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("50m")}
+		p.Spec.InitContainers = []v1.Container{init}
+		p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}
+	}))
+	p := waitAPIPodRunning(t, h, "resize-init")
+	id := p.Status.ContainerStatuses[0].ContainerID
+	if len(p.Status.InitContainerStatuses) != 1 {
+		t.Fatalf("init container statuses %v", p.Status.InitContainerStatuses)
+	}
+	if q := p.Status.InitContainerStatuses[0].AllocatedResources[v1.ResourceCPU]; q.Cmp(resource.MustParse("50m")) != 0 {
+		t.Errorf("init allocatedResources cpu = %s, want 50m", q.String())
+	}
+	out, err := kubectl("patch", "pod", "-n", "default", "resize-init", "--subresource", "resize", "-p",
+		`{"spec":{"initContainers":[{"name":"init","resources":{"requests":{"cpu":"80m"}}}]}}`)
+	if err != nil {
+		t.Fatalf("the API server refused an init container's resize: %v %s", err, out)
+	}
+	p = waitAPIPod(t, h, "resize-init", resizeTimeout, "the init container's new allocation", func(p *v1.Pod) bool {
+		if len(p.Status.InitContainerStatuses) != 1 || podConditionOf(p, v1.PodResizePending) != nil || podConditionOf(p, v1.PodResizeInProgress) != nil {
+			return false
+		}
+		q := p.Status.InitContainerStatuses[0].AllocatedResources[v1.ResourceCPU]
+		return q.Cmp(resource.MustParse("80m")) == 0
+	})
+	if cs := p.Status.ContainerStatuses[0]; cs.ContainerID != id || cs.RestartCount != 0 {
+		t.Errorf("the init container's resize restarted the app container")
+	}
+}

@@ -564,6 +564,7 @@ func (a *Agent) nodeOptions(cl *kubeclient.Client, nodeIPs []string, rec record.
 		Heartbeat:         cl.Heartbeat,
 		Recorder:          rec,
 		OnRepeatedFailure: cl.CloseAllConns,
+		DeclaredFeatures:  resize.DeclaredFeatures(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -334,6 +335,16 @@ func TestClusterPodResizePodLevel(t *testing.T) {
 	}))
 	p := waitAPIPodRunning(t, h, "resize-pod-level")
 	id := p.Status.ContainerStatuses[0].ContainerID
+	// The API server lets a pod-level resize through only to a node that
+	// declares the feature.
+	node, err := getNode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(node.Status.DeclaredFeatures, "InPlacePodLevelResourcesVerticalScaling") ||
+		!slices.Contains(node.Status.DeclaredFeatures, "InPlacePodVerticalScalingInitContainers") {
+		t.Errorf("node declaredFeatures %v, want the in-place resize features", node.Status.DeclaredFeatures)
+	}
 	if got := hostInt(t, podCgroupFile(t, p, "memory", "memory.limit_in_bytes")); got != 64<<20 {
 		t.Fatalf("pod cgroup memory limit = %d, want 64Mi", got)
 	}

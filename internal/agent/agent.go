@@ -523,6 +523,7 @@ func (a *Agent) buildLifecycle(c *components) error {
 	if c.node != nil {
 		admOpts.Node, admOpts.Allocatable = c.node.Node, c.node.Allocatable
 	}
+	admOpts.Allocated = c.resizer.Allocated
 	adm := podlifecycle.NewAdmitter(admOpts)
 	c.dispatcher = podlifecycle.NewDispatcher(adm, c.workers, c.probes, c.startup)
 	hkOpts := podlifecycle.HousekeeperOptions{
@@ -569,6 +570,7 @@ func (a *Agent) nodeOptions(cl *kubeclient.Client, nodeIPs []string, rec record.
 		Heartbeat:         cl.Heartbeat,
 		Recorder:          rec,
 		OnRepeatedFailure: cl.CloseAllConns,
+		DeclaredFeatures:  resize.DeclaredFeatures(),
 	}
 }
 
@@ -621,6 +623,7 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { return c.housekeep.Run(ctx) })
 	g.Go(func() error { return c.eviction.Run(ctx) })
 	g.Go(func() error { return c.gc.Run(ctx) })
+	g.Go(func() error { return c.resizer.Run(ctx) })
 	klog.FromContext(ctx).Info("Started heartlet", "node", c.nodeName, "staticPodPath", c.cfg.StaticPodPath)
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podsync"
 	"github.com/heartlet/heartlet/internal/resize"
@@ -24,10 +27,15 @@ func (a *Agent) buildResize(c *components, conn *connection) error {
 		Allocatable: c.allocatable,
 		Pods:        c.desired.Pods,
 		IsStatic:    podconfig.IsStatic,
-		Clock:       a.clock,
+		// The workers are built after this; a retry runs only once
+		// heartlet runs.
+		Resync:  func(uid types.UID) { c.workers.Sync(uid) },
+		Metrics: &metrics.Resize{},
+		Clock:   a.clock,
 	}
 	if c.cgroups != nil {
 		opts.Cgroups = c.cgroups
+		opts.Memory = c.cgroups
 	}
 	if c.recorder != nil {
 		opts.Recorder = c.recorder

@@ -61,3 +61,42 @@ func TestResizePodWritesOneResource(t *testing.T) {
 		t.Error("a pod UID with a path in it was resized")
 	}
 }
+
+func TestMemoryUsage(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		root   func(*testing.T) string
+		podDir func(root string) string
+		file   string
+	}{
+		{"v1", fakeV1, func(root string) string { return filepath.Join(root, "memory/kubepods/burstable/podr") }, "memory.usage_in_bytes"},
+		{"v2", fakeV2, func(root string) string { return filepath.Join(root, "kubepods/burstable/podr") }, "memory.current"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := tc.root(t)
+			m := newManager(t, Options{Root: root})
+			p := testPod("r", burstable)
+			dir := tc.podDir(root)
+			mustMkdir(t, filepath.Join(dir, "abc123"))
+			mustWrite(t, filepath.Join(dir, tc.file), "4096\n")
+			mustWrite(t, filepath.Join(dir, "abc123", tc.file), "1024\n")
+			if got, err := m.PodMemoryUsage(ctx, p); err != nil || got != 4096 {
+				t.Errorf("PodMemoryUsage = %d, %v; want 4096", got, err)
+			}
+			if got, err := m.ContainerMemoryUsage(ctx, p, "abc123"); err != nil || got != 1024 {
+				t.Errorf("ContainerMemoryUsage = %d, %v; want 1024", got, err)
+			}
+			if _, err := m.ContainerMemoryUsage(ctx, p, "missing"); err == nil {
+				t.Error("a container without a cgroup has a usage")
+			}
+			// A container ID is never a path: no reading another cgroup's
+			// (or any) file through it.
+			for _, id := range []string{"..", "../podr", "../../..", "a/b", "."} {
+				if got, err := m.ContainerMemoryUsage(ctx, p, id); err == nil {
+					t.Errorf("ContainerMemoryUsage(%q) = %d, want an error", id, got)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -23,6 +24,10 @@ func TestLint(t *testing.T) {
 				// Upstream's name, kept for compatibility.
 				continue
 			}
+			if p.Metric == "kubelet_pod_resize_duration_milliseconds" && strings.Contains(p.Text, "base unit") {
+				// Upstream's unit, kept for compatibility.
+				continue
+			}
 			t.Errorf("%s: %s: %s", name, p.Metric, p.Text)
 		}
 	}
@@ -35,6 +40,10 @@ func touchAll() {
 	RuntimeOperationsDuration.WithLabelValues("lint")
 	RunningContainers.WithLabelValues("lint")
 	PodWorkerDuration.WithLabelValues("lint")
+	PodResizeDuration.WithLabelValues("lint")
+	ContainerRequestedResizes.WithLabelValues("lint", "lint", "lint")
+	PodInfeasibleResizes.WithLabelValues("lint")
+	PodDeferredAcceptedResizes.WithLabelValues("lint")
 	StartedContainers.WithLabelValues("lint")
 	StartedContainersErrors.WithLabelValues("lint", "lint")
 	RunPodSandboxDuration.WithLabelValues("lint")
@@ -205,5 +214,63 @@ kubelet_node_name{node="node-a"} 1
 `
 	if err := testutil.GatherAndCompare(Registry, strings.NewReader(want), "kubelet_node_name"); err != nil {
 		t.Error(err)
+	}
+}
+
+// The resize metrics have upstream's names, types, labels and buckets.
+func TestResizeMetricsShape(t *testing.T) {
+	ContainerRequestedResizes.Reset()
+	PodResizeDuration.Reset()
+	PodInfeasibleResizes.Reset()
+	PodDeferredAcceptedResizes.Reset()
+	var r Resize
+	r.RequestedResize("cpu", "limits", "increase")
+	r.ResizeDuration(42*time.Millisecond, true)
+	r.InfeasibleResize("static_pod")
+	r.DeferredAccepted("pod_resized")
+	r.SetPending(2, 0)
+	r.SetInProgress(1)
+	want := `
+# HELP kubelet_pod_deferred_accepted_resizes_total Cumulative number of resizes that were accepted after being deferred.
+# TYPE kubelet_pod_deferred_accepted_resizes_total counter
+kubelet_pod_deferred_accepted_resizes_total{retry_trigger="pod_resized"} 1
+# HELP kubelet_pod_in_progress_resizes Number of in-progress resizes for pods.
+# TYPE kubelet_pod_in_progress_resizes gauge
+kubelet_pod_in_progress_resizes 1
+# HELP kubelet_pod_infeasible_resizes_total Number of infeasible resizes for pods.
+# TYPE kubelet_pod_infeasible_resizes_total counter
+kubelet_pod_infeasible_resizes_total{reason_detail="static_pod"} 1
+# HELP kubelet_pod_pending_resizes Number of pending resizes for pods.
+# TYPE kubelet_pod_pending_resizes gauge
+kubelet_pod_pending_resizes{reason="deferred"} 2
+`
+	if err := testutil.GatherAndCompare(Registry, strings.NewReader(want), "kubelet_pod_deferred_accepted_resizes_total",
+		"kubelet_pod_in_progress_resizes", "kubelet_pod_infeasible_resizes_total", "kubelet_pod_pending_resizes"); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(ContainerRequestedResizes.WithLabelValues("cpu", "limits", "increase")); got != 1 {
+		t.Errorf("requested resizes = %v, want 1", got)
+	}
+	mfs, err := Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "kubelet_pod_resize_duration_milliseconds" {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		var bounds []float64
+		for _, b := range h.GetBucket() {
+			bounds = append(bounds, b.GetUpperBound())
+		}
+		if !slices.Equal(bounds, podResizeDurationBuckets) || h.GetSampleSum() != 42 || mf.GetMetric()[0].GetLabel()[0].GetValue() != "true" {
+			t.Errorf("duration histogram: bounds %v sum %v labels %v", bounds, h.GetSampleSum(), mf.GetMetric()[0].GetLabel())
+		}
+	}
+	// No deferred resize left: no series for it.
+	r.SetPending(0, 0)
+	if n := testutil.CollectAndCount(PodPendingResizes); n != 0 {
+		t.Errorf("%d pending series with none pending, want 0", n)
 	}
 }

@@ -119,6 +119,12 @@ type Options struct {
 	// OnRepeatedFailure is called when a status update or Lease renewal
 	// fails again after a retry, e.g. to close the client's connections.
 	OnRepeatedFailure func()
+	// DeclaredFeatures are status.declaredFeatures (NodeDeclaredFeatures,
+	// GA in 1.37): the features, named as upstream's registry
+	// (k8s.io/component-helpers/nodedeclaredfeatures) names them, that
+	// heartlet implements. The API server refuses a pod update that needs
+	// a feature the node does not declare.
+	DeclaredFeatures []string
 }
 
 // Manager keeps the Node and its Lease up to date.

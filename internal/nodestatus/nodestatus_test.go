@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -695,5 +696,23 @@ func waitForWaiters(t *testing.T, f *fixture, n int) {
 			t.Fatalf("%d timers wait on the clock, want %d", f.clk.Waiters(), n)
 		}
 		goruntime.Gosched()
+	}
+}
+
+// The node declares the features it was given, sorted, as
+// status.declaredFeatures; the API server checks pod updates against them.
+func TestStatusDeclaresFeatures(t *testing.T) {
+	opts := defaultOptions()
+	opts.DeclaredFeatures = []string{"InPlacePodVerticalScalingInitContainers", "InPlacePodLevelResourcesVerticalScaling"}
+	f := newFixture(t, opts)
+	if err := f.m.syncStatus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.kube.CoreV1().Nodes().Get(context.Background(), "worker-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers"}; !slices.Equal(n.Status.DeclaredFeatures, want) {
+		t.Errorf("declaredFeatures = %v, want %v", n.Status.DeclaredFeatures, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"slices"
 	"sort"
 	"strings"
 
@@ -245,6 +246,7 @@ func (m *Manager) setStatus(ctx context.Context, node *v1.Node) {
 	m.setNodeInfo(node, version)
 	m.setImages(ctx, node)
 	node.Status.DaemonEndpoints.KubeletEndpoint.Port = m.opts.Port
+	node.Status.DeclaredFeatures = slices.Sorted(slices.Values(m.opts.DeclaredFeatures))
 
 	var mem, disk, pid bool
 	if p := m.opts.Pressure; p != nil {

@@ -76,6 +76,12 @@ type AdmitterOptions struct {
 	// Node and Allocatable may be nil (standalone mode).
 	Node        func() *v1.Node
 	Allocatable func() v1.ResourceList
+	// Allocated returns a pod at the resources allocated to it (in-place
+	// resize), the pod itself when none are recorded; it must not block.
+	// Admission counts every pod, the new one too (admitted before a
+	// restart of heartlet), at its allocation, as upstream: a pending
+	// resize holds nothing until it is accepted. Nil counts specs.
+	Allocated func(*v1.Pod) *v1.Pod
 }
 
 // Admitter decides whether a new pod may run on this node. A rejected pod
@@ -98,7 +104,7 @@ func NewAdmitter(opts AdmitterOptions) *Admitter {
 // Admit reports whether pod may start; a rejection is recorded in the
 // pod's status and as an event.
 func (a *Admitter) Admit(ctx context.Context, pod *v1.Pod) bool {
-	attrs := AdmitAttrs{Pod: pod, Active: a.Active(pod.UID)}
+	attrs := AdmitAttrs{Pod: a.allocated(pod), Active: a.allocatedAll(a.Active(pod.UID))}
 	if a.opts.Node != nil {
 		attrs.Node = a.opts.Node()
 	}
@@ -143,6 +149,26 @@ func (a *Admitter) warn(ctx context.Context, attrs AdmitAttrs) {
 			}
 		}
 	}
+}
+
+// allocated is pod at its allocation.
+func (a *Admitter) allocated(pod *v1.Pod) *v1.Pod {
+	if a.opts.Allocated == nil {
+		return pod
+	}
+	return a.opts.Allocated(pod)
+}
+
+// allocatedAll is pods at their allocations.
+func (a *Admitter) allocatedAll(pods []*v1.Pod) []*v1.Pod {
+	if a.opts.Allocated == nil {
+		return pods
+	}
+	out := make([]*v1.Pod, len(pods))
+	for i, p := range pods {
+		out[i] = a.opts.Allocated(p)
+	}
+	return out
 }
 
 // note records e in the pod's journal, when there is one.

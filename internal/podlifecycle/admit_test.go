@@ -204,3 +204,48 @@ func TestAdmitWarners(t *testing.T) {
 		})
 	}
 }
+
+// A pod with a pending resize counts at its allocation, as upstream
+// (pkg/kubelet/allocation: admission sees the allocated pods): a resize
+// that is not accepted yet takes nothing from a new pod, and one accepted
+// counts although the spec was not changed back.
+func TestAdmitCountsAllocations(t *testing.T) {
+	withCPU := func(name, cpu string) *v1.Pod {
+		p := pod(name)
+		p.Spec.Containers = []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}}}}
+		return p
+	}
+	// big asks for 1800m through a pending resize; 200m is allocated.
+	allocated := map[types.UID]*v1.Pod{"big": withCPU("big", "200m")}
+	for _, tc := range []struct {
+		name      string
+		allocated func(*v1.Pod) *v1.Pod
+		admit     bool
+	}{
+		{"at the allocation", func(p *v1.Pod) *v1.Pod {
+			if a, ok := allocated[p.UID]; ok {
+				return a
+			}
+			return p
+		}, true},
+		{"at the spec (no resize)", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			desired := &fakeDesired{pods: []*v1.Pod{withCPU("big", "1800m")}}
+			workers := newFakeWorkers()
+			workers.set("big", podworker.StateSyncing)
+			a := NewAdmitter(AdmitterOptions{
+				Predicates:  []Predicate{NodePredicate(110)},
+				Desired:     desired,
+				Workers:     workers,
+				Statuses:    newFakeStatuses(),
+				Allocatable: func() v1.ResourceList { return v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")} },
+				Allocated:   tc.allocated,
+			})
+			if got := a.Admit(t.Context(), withCPU("new", "1")); got != tc.admit {
+				t.Errorf("admitted a 1-cpu pod beside one allocated 200m and asking 1800m: %v, want %v", got, tc.admit)
+			}
+		})
+	}
+}

@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/qos"
 )
 
@@ -49,7 +48,17 @@ func (o Outcome) String() string {
 type Decision struct {
 	Outcome Outcome
 	Message string
+	// Detail is the reason_detail label of an infeasible decision in
+	// kubelet_pod_infeasible_resizes_total (upstream's values); empty
+	// for a check upstream leaves to the API server's validation.
+	Detail string
 }
+
+// Values of Decision.Detail, as upstream.
+const (
+	DetailStaticPod               = "static_pod"
+	DetailInsufficientAllocatable = "insufficient_node_allocatable"
+)
 
 // Inputs are the node's facts a decision depends on.
 type Inputs struct {
@@ -73,7 +82,9 @@ const (
 //
 // The rules are upstream's (KEP-1287 and the kubelet's allocation
 // manager): a static pod, a change of the QoS class, of a resource other
-// than cpu and memory, of a pod using pod-level resources, or one that
+// than cpu and memory (of a container or of the pod-level resources,
+// which resize as upstream's default InPlacePodLevelResourcesVerticalScaling
+// does), or one that
 // would restart a container of a pod whose restartPolicy is Never is
 // infeasible; a request for more cpu or memory than the node's allocatable
 // is infeasible; one that does not fit beside the other pods' allocations
@@ -84,10 +95,7 @@ func Decide(pod *v1.Pod, allocated Allocation, in Inputs) Decision {
 		return Decision{Outcome: None}
 	}
 	if in.Static {
-		return Decision{Outcome: Infeasible, Message: msgStatic}
-	}
-	if pod.Spec.Resources != nil {
-		return Decision{Outcome: Infeasible, Message: "In-place resize of pods with pod-level resources is not supported."}
+		return Decision{Outcome: Infeasible, Message: msgStatic, Detail: DetailStaticPod}
 	}
 	for _, name := range slices.Sorted(maps.Keys(want)) {
 		old, ok := allocated[name]
@@ -95,11 +103,14 @@ func Decide(pod *v1.Pod, allocated Allocation, in Inputs) Decision {
 			continue
 		}
 		if r, changed := otherResourceChanged(old, want[name]); changed {
+			if name == PodLevel {
+				return Decision{Outcome: Infeasible, Message: fmt.Sprintf("In-place resize of pod-level resources: resource %s cannot be resized in place.", r)}
+			}
 			return Decision{Outcome: Infeasible, Message: fmt.Sprintf("In-place resize of container %q: resource %s cannot be resized in place.", name, r)}
 		}
 	}
 	if pod.Spec.RestartPolicy == v1.RestartPolicyNever {
-		for _, c := range podspec.RunningContainers(pod) {
+		for _, c := range resizable(pod) {
 			old, ok := allocated[c.Name]
 			if !ok {
 				continue
@@ -119,10 +130,10 @@ func Decide(pod *v1.Pod, allocated Allocation, in Inputs) Decision {
 	cpuReq, memReq := reqs.Cpu().MilliValue(), reqs.Memory().Value()
 	cpuCap, memCap := in.Allocatable.Cpu().MilliValue(), in.Allocatable.Memory().Value()
 	if memReq > memCap {
-		return Decision{Outcome: Infeasible, Message: fmt.Sprintf("Node didn't have enough capacity: memory, requested: %d, capacity: %d", memReq, memCap)}
+		return Decision{Outcome: Infeasible, Message: fmt.Sprintf("Node didn't have enough capacity: memory, requested: %d, capacity: %d", memReq, memCap), Detail: DetailInsufficientAllocatable}
 	}
 	if cpuReq > cpuCap {
-		return Decision{Outcome: Infeasible, Message: fmt.Sprintf("Node didn't have enough capacity: cpu, requested: %d, capacity: %d", cpuReq, cpuCap)}
+		return Decision{Outcome: Infeasible, Message: fmt.Sprintf("Node didn't have enough capacity: cpu, requested: %d, capacity: %d", cpuReq, cpuCap), Detail: DetailInsufficientAllocatable}
 	}
 	cpuUsed, memUsed := in.OthersRequested.Cpu().MilliValue(), in.OthersRequested.Memory().Value()
 	if cpuUsed+cpuReq > cpuCap {
@@ -160,9 +171,13 @@ func otherResourceChanged(a, b v1.ResourceRequirements) (v1.ResourceName, bool) 
 }
 
 // WithAllocation returns a copy of pod whose containers have the resources
-// of alloc (those alloc names; the others keep the spec's).
+// of alloc (those alloc names; the others keep the spec's), and whose
+// pod-level resources are alloc's when it has them.
 func WithAllocation(pod *v1.Pod, alloc Allocation) *v1.Pod {
 	p := pod.DeepCopy()
+	if r, ok := alloc[PodLevel]; ok {
+		p.Spec.Resources = r.DeepCopy()
+	}
 	for i := range p.Spec.Containers {
 		if r, ok := alloc[p.Spec.Containers[i].Name]; ok {
 			p.Spec.Containers[i].Resources = *r.DeepCopy()

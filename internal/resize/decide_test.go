@@ -134,17 +134,51 @@ func TestDecideRefusesRestartsOfNeverPods(t *testing.T) {
 	}
 }
 
-func TestDecideRefusesPodLevelResources(t *testing.T) {
-	pod := mkPod(ctr{name: "c", r: res4{"100m", "200m", "64Mi", "128Mi"}})
+// Pod-level resources resize in place, as with upstream 1.37's default
+// gates (InPlacePodLevelResourcesVerticalScaling is beta and on): cpu and
+// memory change, within the node; other resources cannot.
+func TestDecidePodLevelResources(t *testing.T) {
+	pod := mkPod(ctr{name: "c", r: res4{"100m", "", "64Mi", ""}})
+	pod.Spec.Resources = &v1.ResourceRequirements{Requests: list("200m", "64Mi"), Limits: list("1", "1Gi")}
 	allocated := FromPod(pod)
-	pod.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("150m")
-	pod.Spec.Resources = &v1.ResourceRequirements{Limits: list("1", "1Gi")}
-	if got := Decide(pod, allocated, Inputs{Allocatable: list("2", "4Gi")}); got.Outcome != Infeasible {
-		t.Fatalf("a pod with pod-level resources: %v, want Infeasible", got.Outcome)
+	if _, ok := allocated[PodLevel]; !ok {
+		t.Fatal("FromPod left out the pod-level resources")
+	}
+	node := Inputs{Allocatable: list("2", "4Gi")}
+	for _, tc := range []struct {
+		name string
+		r    v1.ResourceRequirements
+		want Outcome
+	}{
+		{"unchanged", v1.ResourceRequirements{Requests: list("200m", "64Mi"), Limits: list("1", "1Gi")}, None},
+		{"cpu and memory up", v1.ResourceRequirements{Requests: list("500m", "128Mi"), Limits: list("1500m", "2Gi")}, Accepted},
+		{"memory limit down", v1.ResourceRequirements{Requests: list("200m", "64Mi"), Limits: list("1", "512Mi")}, Accepted},
+		{"beyond the node", v1.ResourceRequirements{Requests: list("3", "64Mi"), Limits: list("3", "1Gi")}, Infeasible},
+		{"hugepages", v1.ResourceRequirements{Requests: list("200m", "64Mi"), Limits: v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi"), "hugepages-2Mi": resource.MustParse("2Mi")}}, Infeasible},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pod.DeepCopy()
+			p.Spec.Resources = tc.r.DeepCopy()
+			got := Decide(p, allocated, node)
+			if got.Outcome != tc.want {
+				t.Fatalf("Decide = %v %q, want %v", got.Outcome, got.Message, tc.want)
+			}
+			if tc.name == "hugepages" && got.Message != "In-place resize of pod-level resources: resource hugepages-2Mi cannot be resized in place." {
+				t.Errorf("message %q", got.Message)
+			}
+			if got.Outcome == Accepted {
+				if a := WithAllocation(pod, FromPod(p)); !a.Spec.Resources.Limits.Memory().Equal(*tc.r.Limits.Memory()) {
+					t.Errorf("WithAllocation pod-level limits %v, want %v", a.Spec.Resources.Limits, tc.r.Limits)
+				}
+			}
+		})
 	}
 }
 
-func TestFromPodTakesSidecarsNotInitContainers(t *testing.T) {
+// Every init container resizes, sidecar or not, as upstream 1.37
+// (InPlacePodVerticalScalingInitContainers is GA).
+func TestFromPodTakesInitContainers(t *testing.T) {
 	always := v1.ContainerRestartPolicyAlways
 	pod := mkPod(ctr{name: "app", r: res4{cpuReq: "1"}})
 	pod.Spec.InitContainers = []v1.Container{
@@ -152,8 +186,8 @@ func TestFromPodTakesSidecarsNotInitContainers(t *testing.T) {
 		{Name: "side", RestartPolicy: &always, Resources: res4{cpuReq: "3"}.reqs()},
 	}
 	a := FromPod(pod)
-	if _, ok := a["init"]; ok {
-		t.Error("an init container is in the allocation")
+	if _, ok := a["init"]; !ok {
+		t.Error("an init container is missing from the allocation")
 	}
 	if _, ok := a["side"]; !ok {
 		t.Error("a sidecar is missing from the allocation")

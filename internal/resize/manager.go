@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -14,7 +16,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/heartlet/heartlet/internal/podspec"
 	"github.com/heartlet/heartlet/internal/qos"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/status"
@@ -73,7 +74,27 @@ type Options struct {
 	IsStatic func(*v1.Pod) bool
 	// Recorder records events; nil records none.
 	Recorder Recorder
-	Clock    clock.Clock
+	// Resync asks the pod's worker for a sync (after a retry accepted its
+	// deferred resize or changed its condition); it must not block. Nil
+	// leaves the pod to its next sync.
+	Resync func(types.UID)
+	// Memory reads memory usage before a memory limit is lowered; nil
+	// lowers it unchecked.
+	Memory MemoryUsage
+	// Metrics records the resize metrics; nil records none.
+	Metrics Metrics
+	Clock   clock.Clock
+}
+
+// MemoryUsage reads the memory usage of a pod's cgroup and of a running
+// container's (cgroups.Manager).
+//
+// Contract: both return the bytes the cgroup uses now, or an error when
+// they cannot be read (the cgroup does not exist, for example); safe for
+// concurrent use.
+type MemoryUsage interface {
+	PodMemoryUsage(ctx context.Context, pod *v1.Pod) (int64, error)
+	ContainerMemoryUsage(ctx context.Context, pod *v1.Pod, containerID string) (int64, error)
 }
 
 // Manager decides and applies in-place resizes of the node's pods. Its
@@ -82,8 +103,22 @@ type Options struct {
 type Manager struct {
 	opts Options
 
+	// allocMu serializes the decisions, so that two resizes never take
+	// the same free resources; it is taken before mu.
+	allocMu sync.Mutex
+	// pending are the pods whose resize is deferred, in the order of
+	// the last retry; guarded by allocMu.
+	pending []types.UID
+
 	mu    sync.Mutex
 	state map[types.UID]*podState
+	// gone are the pods Forget named, which hold nothing any more.
+	gone map[types.UID]bool
+
+	// terminated wakes Run to retry after a pod stopped; retried tells
+	// Run that a retry ran. Both hold one value and are never blocked on.
+	terminated chan struct{}
+	retried    chan struct{}
 }
 
 // podState is what the status reports of one pod's resize.
@@ -94,6 +129,13 @@ type podState struct {
 	// container to, for runtimes that do not report a container's
 	// resources (containerd 1.6).
 	actuated map[string]actuated
+	// desired is what the pod's spec asked for at its last sync, to count
+	// each requested change once.
+	desired Allocation
+	// staleCgroup is set when applying a resize failed: the containers
+	// may have their new limits while the pod cgroup has its old ones, so
+	// the next attempt writes the pod cgroup again.
+	staleCgroup bool
 }
 
 // actuated is what a container (by ID) was last set to.
@@ -107,7 +149,13 @@ func NewManager(opts Options) *Manager {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Manager{opts: opts, state: map[types.UID]*podState{}}
+	if opts.Metrics == nil {
+		opts.Metrics = noMetrics{}
+	}
+	return &Manager{
+		opts: opts, state: map[types.UID]*podState{}, gone: map[types.UID]bool{},
+		terminated: make(chan struct{}, 1), retried: make(chan struct{}, 1),
+	}
 }
 
 // Allocated returns pod with its resizable containers' resources at their
@@ -134,64 +182,64 @@ type LinuxResources = func(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContai
 // rs in the order of MakePlan, each container with the resources linux
 // gives. It returns the containers to restart for the resize (their
 // resizePolicy is RestartContainer): the caller stops them and starts
-// them again at the allocation (Allocated).
+// them again at the allocation (Allocated). An accepted resize that
+// lowers the pod's requests retries the deferred resizes of other pods.
 func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, linux LinuxResources) ([]string, error) {
 	logger := klog.FromContext(ctx)
 	alloc, ok := m.opts.Store.Get(pod.UID)
+	var err error
 	if !ok {
 		// Admitted: the pod runs with what it asks for.
-		if err := m.opts.Store.Set(pod.UID, FromPod(pod)); err != nil {
-			return nil, fmt.Errorf("record the allocation of pod %s: %w", klog.KObj(pod), err)
-		}
-		return nil, nil
-	}
-
-	// What the running containers were allocated before this sync: what
-	// they run with unless the runtime or an update says otherwise.
-	before := alloc
-	d := Decide(pod, alloc, m.inputs(pod))
-	switch d.Outcome {
-	case None:
-		m.setPending(pod, nil)
-	case Accepted:
 		next := FromPod(pod)
 		if err := m.opts.Store.Set(pod.UID, next); err != nil {
 			return nil, fmt.Errorf("record the allocation of pod %s: %w", klog.KObj(pod), err)
 		}
-		alloc = next
-		m.setPending(pod, nil)
-		m.setInProgress(pod, &v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, ObservedGeneration: pod.Generation})
-		logger.Info("Pod resize accepted", "generation", pod.Generation)
-		m.event(pod, v1.EventTypeNormal, EventResizeStarted, "%s", summary("Pod resize started", WithAllocation(pod, alloc), pod.Generation, ""))
-	case Deferred, Infeasible:
-		cond := &v1.PodCondition{Type: v1.PodResizePending, Status: v1.ConditionTrue, Reason: d.Outcome.String(), Message: d.Message, ObservedGeneration: pod.Generation}
-		if m.setPending(pod, cond) {
-			logger.Info("Pod resize pending", "reason", cond.Reason, "message", cond.Message)
-			reason := EventResizeDeferred
-			if d.Outcome == Infeasible {
-				reason = EventResizeInfeasible
-			}
-			m.event(pod, v1.EventTypeWarning, reason, "%s", summary("Pod resize "+d.Outcome.String(), pod, pod.Generation, d.Message))
-		}
+		m.noteDesired(pod.UID, next, next)
+		return nil, nil
 	}
+	if alloc, err = m.adopt(pod, alloc); err != nil {
+		return nil, err
+	}
+	m.noteDesired(pod.UID, alloc, FromPod(pod))
+
+	// What the running containers were allocated before this sync: what
+	// they run with unless the runtime or an update says otherwise.
+	before := alloc
+	m.allocMu.Lock()
+	out, next, err := m.allocateLocked(ctx, pod, TriggerPodUpdated)
+	m.allocMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	alloc = next
+	lowered := out == Accepted && lowersRequests(pod, before, alloc)
 
 	allocPod := WithAllocation(pod, alloc)
 	actual, ids := m.actual(allocPod, rs, alloc, before)
 	plan := MakePlan(allocPod, actual, alloc)
+	if m.isStale(pod.UID) {
+		plan = withPodCgroupSteps(plan)
+	}
 	if plan.Empty() {
 		if m.setInProgress(pod, nil) {
 			logger.Info("Pod resize completed", "generation", pod.Generation)
 			m.event(pod, v1.EventTypeNormal, EventResizeCompleted, "%s", summary("Pod resize completed", allocPod, pod.Generation, ""))
 		}
+		m.retryIfLowered(ctx, lowered)
 		return nil, nil
 	}
-	if err := m.apply(ctx, allocPod, plan, actual, ids, linux); err != nil {
+	start := m.opts.Clock.Now()
+	err = m.apply(ctx, allocPod, plan, actual, ids, linux)
+	m.opts.Metrics.ResizeDuration(m.opts.Clock.Since(start), err == nil)
+	m.setStale(pod.UID, err != nil)
+	if err != nil {
 		cond := &v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, Reason: ReasonError, Message: err.Error(), ObservedGeneration: pod.Generation}
 		if m.setInProgress(pod, cond) {
 			m.event(pod, v1.EventTypeWarning, EventResizeError, "%s", summary("Pod resize error", allocPod, pod.Generation, err.Error()))
 		}
 		return nil, err
 	}
+	m.retryIfLowered(ctx, lowered)
 	if len(plan.Restart) > 0 {
 		m.setInProgress(pod, &v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, ObservedGeneration: pod.Generation})
 		return plan.Restart, nil
@@ -205,6 +253,149 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, 
 	return nil, nil
 }
 
+// withPodCgroupSteps is plan with a write of the pod cgroup's memory and
+// cpu values at the end where it has none: after a failed attempt the
+// containers may run at their allocation while the pod cgroup does not.
+func withPodCgroupSteps(plan Plan) Plan {
+	for _, r := range []v1.ResourceName{v1.ResourceMemory, v1.ResourceCPU} {
+		if !slices.ContainsFunc(plan.Steps, func(s Step) bool { return s.Kind == PodCgroup && s.Resource == r }) {
+			plan.Steps = append(plan.Steps, Step{Kind: PodCgroup, Resource: r})
+		}
+	}
+	return plan
+}
+
+func (m *Manager) isStale(uid types.UID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.state[uid]
+	return st != nil && st.staleCgroup
+}
+
+func (m *Manager) setStale(uid types.UID, stale bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st := m.state[uid]; st != nil {
+		st.staleCgroup = stale
+	}
+}
+
+// adopt adds to a pod's allocation what the pod asks for of its parts
+// that the record lacks: a record written before init containers and
+// pod-level resources were resizable lacks them, and those parts run at
+// their spec, so adopting it is no resize.
+func (m *Manager) adopt(pod *v1.Pod, alloc Allocation) (Allocation, error) {
+	var next Allocation
+	for name, r := range FromPod(pod) {
+		if _, ok := alloc[name]; ok {
+			continue
+		}
+		if next == nil {
+			next = maps.Clone(alloc)
+		}
+		next[name] = r
+	}
+	if next == nil {
+		return alloc, nil
+	}
+	if err := m.opts.Store.Set(pod.UID, next); err != nil {
+		return alloc, fmt.Errorf("record the allocation of pod %s: %w", klog.KObj(pod), err)
+	}
+	return next, nil
+}
+
+// retryIfLowered retries the deferred resizes after a resize that lowered
+// a pod's requests.
+func (m *Manager) retryIfLowered(ctx context.Context, lowered bool) {
+	if lowered {
+		m.RetryPendingResizes(ctx, TriggerPodResized)
+	}
+}
+
+// allocateLocked decides the resize pod asks for and records its outcome:
+// the new allocation of an accepted resize, the pod's resize conditions,
+// events, metrics and the queue of deferred resizes. It returns the
+// outcome and the pod's allocation after it. allocMu is held; the pod has
+// an allocation.
+func (m *Manager) allocateLocked(ctx context.Context, pod *v1.Pod, trigger string) (Outcome, Allocation, error) {
+	logger := klog.FromContext(ctx)
+	alloc, _ := m.opts.Store.Get(pod.UID)
+	wasDeferred := false
+	if c := m.pendingCondition(pod.UID); c != nil && c.Reason == v1.PodReasonDeferred {
+		wasDeferred = true
+	}
+	d := Decide(pod, alloc, m.inputs(pod))
+	switch d.Outcome {
+	case None:
+		m.dropPending(pod.UID)
+		m.setPending(pod, nil)
+	case Accepted:
+		next := FromPod(pod)
+		if err := m.opts.Store.Set(pod.UID, next); err != nil {
+			return d.Outcome, alloc, fmt.Errorf("record the allocation of pod %s: %w", klog.KObj(pod), err)
+		}
+		alloc = next
+		m.dropPending(pod.UID)
+		m.setPending(pod, nil)
+		m.setInProgress(pod, &v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, ObservedGeneration: pod.Generation})
+		if wasDeferred {
+			m.opts.Metrics.DeferredAccepted(trigger)
+		}
+		logger.Info("Pod resize accepted", "pod", klog.KObj(pod), "podUID", pod.UID, "generation", pod.Generation, "trigger", trigger)
+		m.event(pod, v1.EventTypeNormal, EventResizeStarted, "%s", summary("Pod resize started", WithAllocation(pod, alloc), pod.Generation, ""))
+	case Deferred, Infeasible:
+		if d.Outcome == Deferred {
+			m.pushPending(pod.UID)
+		} else {
+			m.dropPending(pod.UID)
+		}
+		cond := &v1.PodCondition{Type: v1.PodResizePending, Status: v1.ConditionTrue, Reason: d.Outcome.String(), Message: d.Message, ObservedGeneration: pod.Generation}
+		if m.setPending(pod, cond) {
+			logger.Info("Pod resize pending", "pod", klog.KObj(pod), "podUID", pod.UID, "reason", cond.Reason, "message", cond.Message)
+			reason := EventResizeDeferred
+			if d.Outcome == Infeasible {
+				reason = EventResizeInfeasible
+				if d.Detail != "" {
+					m.opts.Metrics.InfeasibleResize(d.Detail)
+				}
+			}
+			m.event(pod, v1.EventTypeWarning, reason, "%s", summary("Pod resize "+d.Outcome.String(), pod, pod.Generation, d.Message))
+		}
+	}
+	return d.Outcome, alloc, nil
+}
+
+// noteDesired counts the changes the pod's spec asks for since its last
+// sync (at first: since its allocation alloc).
+func (m *Manager) noteDesired(uid types.UID, alloc, desired Allocation) {
+	m.mu.Lock()
+	st := m.state[uid]
+	if st == nil {
+		st = &podState{}
+		m.state[uid] = st
+	}
+	last := st.desired
+	if last == nil {
+		last = alloc
+	}
+	st.desired = desired
+	m.mu.Unlock()
+	for _, c := range Changes(last, desired) {
+		m.opts.Metrics.RequestedResize(c.Resource, c.Requirement, c.Operation)
+	}
+}
+
+// pendingCondition is a copy of the pod's PodResizePending condition, or
+// nil.
+func (m *Manager) pendingCondition(uid types.UID) *v1.PodCondition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st := m.state[uid]; st != nil && st.pending != nil {
+		return st.pending.DeepCopy()
+	}
+	return nil
+}
+
 // apply runs the plan's steps in order and stops at the first error. A
 // container's step for one resource sends the container's resources with
 // that resource at its allocation and the other as it runs (actual), so
@@ -212,14 +403,27 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, 
 func (m *Manager) apply(ctx context.Context, pod *v1.Pod, plan Plan, actual Allocation, ids map[string]string, linux LinuxResources) error {
 	logger := klog.FromContext(ctx)
 	alloc := FromPod(pod)
+	// The pod cgroup's memory limit before this attempt, for the usage
+	// check of its step.
+	_, podBefore := podTotals(WithAllocation(pod, actual))
 	for _, st := range plan.Steps {
 		switch st.Kind {
 		case PodCgroup:
 			if m.opts.Cgroups == nil {
 				continue
 			}
+			if st.Resource == v1.ResourceMemory {
+				if err := m.checkPodMemory(ctx, pod, podBefore); err != nil {
+					return err
+				}
+			}
 			if err := m.opts.Cgroups.ResizePod(ctx, pod, st.Resource); err != nil {
 				return fmt.Errorf("resize the pod cgroup's %s: %w", st.Resource, err)
+			}
+			if want, ok := alloc[PodLevel]; ok {
+				next := withResource(actual[PodLevel], want, st.Resource)
+				actual[PodLevel] = next
+				m.setActuated(pod.UID, PodLevel, "", next)
 			}
 		case ContainerUpdate:
 			c := containerByName(pod, st.Container)
@@ -227,6 +431,11 @@ func (m *Manager) apply(ctx context.Context, pod *v1.Pod, plan Plan, actual Allo
 				continue
 			}
 			next := withResource(actual[c.Name], alloc[c.Name], st.Resource)
+			if st.Resource == v1.ResourceMemory {
+				if err := m.checkContainerMemory(ctx, pod, c.Name, ids[c.Name], actual[c.Name], next); err != nil {
+					return err
+				}
+			}
 			cc := c.DeepCopy()
 			cc.Resources = next
 			logger.V(2).Info("Resizing container", "container", c.Name, "resource", st.Resource)
@@ -236,6 +445,50 @@ func (m *Manager) apply(ctx context.Context, pod *v1.Pod, plan Plan, actual Allo
 			actual[c.Name] = next
 			m.setActuated(pod.UID, c.Name, ids[c.Name], next)
 		}
+	}
+	return nil
+}
+
+// checkContainerMemory refuses to lower a container's memory limit (from
+// cur to next) below what it uses now, as upstream does on a best-effort
+// basis before it lowers one: cgroup v1 would refuse it anyway, cgroup v2
+// would OOM-kill the container. A usage that cannot be read leaves the
+// check to the kernel.
+func (m *Manager) checkContainerMemory(ctx context.Context, pod *v1.Pod, name, id string, cur, next v1.ResourceRequirements) error {
+	limit, ok := next.Limits[v1.ResourceMemory]
+	if m.opts.Memory == nil || !ok || cmpLimit(next.Limits, cur.Limits, v1.ResourceMemory) >= 0 {
+		return nil
+	}
+	usage, err := m.opts.Memory.ContainerMemoryUsage(ctx, pod, id)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Cannot read a container's memory usage before lowering its limit", "pod", klog.KObj(pod), "podUID", pod.UID, "container", name, "err", err)
+		return nil
+	}
+	if usage >= limit.Value() {
+		return fmt.Errorf("attempting to set container %q memory limit (%d) below current usage (%d)", name, limit.Value(), usage)
+	}
+	return nil
+}
+
+// checkPodMemory is checkContainerMemory for the pod cgroup, whose limit
+// goes from the totals cur to those of pod (at its allocation).
+func (m *Manager) checkPodMemory(ctx context.Context, pod *v1.Pod, cur v1.ResourceList) error {
+	if m.opts.Memory == nil {
+		return nil
+	}
+	_, next := podTotals(pod)
+	limit, ok := next[v1.ResourceMemory]
+	if !ok || cmpLimit(next, cur, v1.ResourceMemory) >= 0 {
+		return nil
+	}
+	usage, err := m.opts.Memory.PodMemoryUsage(ctx, pod)
+	if err != nil {
+		return fmt.Errorf("read the memory usage of pod %s: %w", pod.Name, err)
+	}
+	if usage >= limit.Value() {
+		// Upstream's message, capitalized as it is.
+		//lint:ignore ST1005 the condition's message is upstream's word for word
+		return fmt.Errorf("Aborting attempt to set pod memory limit less than current memory usage for pod %s", pod.Name)
 	}
 	return nil
 }
@@ -266,10 +519,20 @@ func withResource(cur, want v1.ResourceRequirements, r v1.ResourceName) v1.Resou
 // else what it was allocated before (before).
 func (m *Manager) actual(pod *v1.Pod, rs *runtime.PodStatus, alloc, before Allocation) (Allocation, map[string]string) {
 	out, ids := Allocation{}, map[string]string{}
+	// The pod cgroup runs the pod-level resources heartlet last wrote,
+	// else those allocated before.
+	if _, ok := alloc[PodLevel]; ok {
+		if a, ok := m.getActuated(pod.UID, PodLevel); ok {
+			out[PodLevel] = a.resources
+		} else if b, ok := before[PodLevel]; ok {
+			out[PodLevel] = *b.DeepCopy()
+			m.setActuated(pod.UID, PodLevel, "", b)
+		}
+	}
 	if rs == nil {
 		return out, ids
 	}
-	for _, c := range podspec.RunningContainers(pod) {
+	for _, c := range resizable(pod) {
 		rec := rs.FindContainer(c.Name)
 		if rec == nil || rec.State != runtime.ContainerRunning {
 			continue
@@ -318,7 +581,8 @@ func (m *Manager) setActuated(uid types.UID, name, id string, r v1.ResourceRequi
 	st.actuated[name] = actuated{id: id, resources: *r.DeepCopy()}
 }
 
-// inputs are the node's facts for a decision about pod.
+// inputs are the node's facts for a decision about pod: the other active
+// pods count at their allocations.
 func (m *Manager) inputs(pod *v1.Pod) Inputs {
 	in := Inputs{OthersRequested: v1.ResourceList{}}
 	if m.opts.Allocatable != nil {
@@ -327,18 +591,11 @@ func (m *Manager) inputs(pod *v1.Pod) Inputs {
 	if m.opts.IsStatic != nil {
 		in.Static = m.opts.IsStatic(pod)
 	}
-	if m.opts.Pods == nil {
-		return in
-	}
-	for _, p := range m.opts.Pods() {
-		if p.UID == pod.UID || podspec.IsTerminalPhase(p.Status.Phase) {
+	for uid, p := range m.activePods() {
+		if uid == pod.UID {
 			continue
 		}
-		a, ok := m.opts.Store.Get(p.UID)
-		if !ok {
-			// Not admitted yet.
-			continue
-		}
+		a, _ := m.opts.Store.Get(uid)
 		reqs, _ := qos.PodRequestsAndLimits(WithAllocation(p, a))
 		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
 			q := in.OthersRequested[r]
@@ -356,11 +613,23 @@ func (m *Manager) Status(pod *v1.Pod) *status.Resize {
 	if !ok {
 		return nil
 	}
-	out := &status.Resize{Allocated: a}
+	out := &status.Resize{Allocated: map[string]v1.ResourceRequirements{}}
+	for name, r := range a {
+		if name == PodLevel {
+			out.PodAllocated = r.DeepCopy()
+			out.PodActual = r.DeepCopy()
+			continue
+		}
+		out.Allocated[name] = r
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if st := m.state[pod.UID]; st != nil {
 		for name, a := range st.actuated {
+			if name == PodLevel {
+				out.PodActual = a.resources.DeepCopy()
+				continue
+			}
 			if out.Actuated == nil {
 				out.Actuated = map[string]v1.ResourceRequirements{}
 			}
@@ -375,12 +644,40 @@ func (m *Manager) Status(pod *v1.Pod) *status.Resize {
 	return out
 }
 
-// Forget drops what is kept in memory for the pod (the allocation record
-// is the resource handler's to remove).
+// Forget drops what is kept in memory for a pod that stopped for good
+// (the allocation record is the resource handler's to remove): it no
+// longer counts against other pods' resizes, and Run retries the deferred
+// ones.
 func (m *Manager) Forget(uid types.UID) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	delete(m.state, uid)
+	m.gone[uid] = true
+	m.updateGaugesLocked()
+	m.mu.Unlock()
+	select {
+	case m.terminated <- struct{}{}:
+	default:
+	}
+}
+
+// updateGaugesLocked sets the pending and in-progress gauges from the
+// pods' conditions; mu is held.
+func (m *Manager) updateGaugesLocked() {
+	var deferred, infeasible, inProgress int
+	for _, st := range m.state {
+		if st.pending != nil {
+			if st.pending.Reason == v1.PodReasonInfeasible {
+				infeasible++
+			} else {
+				deferred++
+			}
+		}
+		if st.inProgress != nil {
+			inProgress++
+		}
+	}
+	m.opts.Metrics.SetPending(deferred, infeasible)
+	m.opts.Metrics.SetInProgress(inProgress)
 }
 
 // setPending sets (nil: clears) the pod's PodResizePending condition and
@@ -409,6 +706,9 @@ func (m *Manager) set(pod *v1.Pod, c *v1.PodCondition, field func(*podState) **v
 	if c == nil {
 		changed := *cur != nil
 		*cur = nil
+		if changed {
+			m.updateGaugesLocked()
+		}
 		return changed
 	}
 	if *cur != nil && (*cur).Reason == c.Reason && (*cur).Message == c.Message {
@@ -418,6 +718,7 @@ func (m *Manager) set(pod *v1.Pod, c *v1.PodCondition, field func(*podState) **v
 	c.LastTransitionTime = metav1.NewTime(m.opts.Clock.Now())
 	c.LastProbeTime = c.LastTransitionTime
 	*cur = c
+	m.updateGaugesLocked()
 	return true
 }
 
@@ -440,10 +741,8 @@ func summary(prefix string, pod *v1.Pod, generation int64, errMsg string) string
 		Generation     int64  `json:"generation"`
 		Error          string `json:"error,omitempty"`
 	}
-	for i := range pod.Spec.InitContainers {
-		if c := &pod.Spec.InitContainers[i]; podspec.IsSidecar(c) {
-			s.InitContainers = append(s.InitContainers, ctr{c.Name, c.Resources})
-		}
+	for _, c := range pod.Spec.InitContainers {
+		s.InitContainers = append(s.InitContainers, ctr{c.Name, c.Resources})
 	}
 	for _, c := range pod.Spec.Containers {
 		s.Containers = append(s.Containers, ctr{c.Name, c.Resources})
@@ -457,7 +756,7 @@ func summary(prefix string, pod *v1.Pod, generation int64, errMsg string) string
 }
 
 func containerByName(pod *v1.Pod, name string) *v1.Container {
-	for _, c := range podspec.RunningContainers(pod) {
+	for _, c := range resizable(pod) {
 		if c.Name == name {
 			return c
 		}

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -63,11 +65,16 @@ func linux(_ *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
 }
 
 type harness struct {
-	m     *Manager
-	node  *fakeNode
-	rec   *fakeRecorder
-	store *Store
-	pods  []*v1.Pod
+	m       *Manager
+	node    *fakeNode
+	rec     *fakeRecorder
+	store   *Store
+	pods    []*v1.Pod
+	clock   *clocktesting.FakeClock
+	metrics *fakeMetrics
+	mem     *fakeMemory
+	// resynced receives the UIDs the Manager asks to sync.
+	resynced chan types.UID
 }
 
 func newHarness(t *testing.T, allocatable v1.ResourceList) *harness {
@@ -76,15 +83,34 @@ func newHarness(t *testing.T, allocatable v1.ResourceList) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{node: &fakeNode{resources: map[string]*runtimeapi.LinuxContainerResources{}}, rec: &fakeRecorder{}, store: store}
+	h := &harness{
+		node: &fakeNode{resources: map[string]*runtimeapi.LinuxContainerResources{}}, rec: &fakeRecorder{}, store: store,
+		clock: clocktesting.NewFakeClock(time.Unix(1000, 0)), metrics: newFakeMetrics(), mem: &fakeMemory{usage: map[string]int64{"pod": 0}},
+		resynced: make(chan types.UID, 100),
+	}
 	h.m = NewManager(Options{
 		Store: store, Cgroups: h.node, Containers: h.node,
 		Allocatable: func() v1.ResourceList { return allocatable },
 		Pods:        func() []*v1.Pod { return h.pods },
 		Recorder:    h.rec,
-		Clock:       clocktesting.NewFakeClock(time.Unix(1000, 0)),
+		Resync:      func(uid types.UID) { h.resynced <- uid },
+		Memory:      h.mem,
+		Metrics:     h.metrics,
+		Clock:       h.clock,
 	})
 	return h
+}
+
+// set replaces the pod of the same UID in what Options.Pods lists (the
+// API's spec changed).
+func (h *harness) set(pod *v1.Pod) {
+	for i, p := range h.pods {
+		if p.UID == pod.UID {
+			h.pods[i] = pod
+			return
+		}
+	}
+	h.pods = append(h.pods, pod)
 }
 
 // start admits pod and starts its containers at their resources.
@@ -360,5 +386,94 @@ func TestManagerRuntimeWithoutResources(t *testing.T) {
 	st := h.m.Status(want)
 	if got := st.Actuated["app"].Limits[v1.ResourceMemory]; got.Value() != 256<<20 {
 		t.Errorf("status actuated memory limit %s, want 256Mi", got.String())
+	}
+}
+
+// A pod-level resize (spec.resources) writes the pod cgroup (memory
+// before cpu; growing before the containers, which are unchanged) and
+// the status reports the pod-level allocation and what the pod cgroup
+// runs with.
+func TestManagerPodLevelResize(t *testing.T) {
+	h := newHarness(t, list("2", "4Gi"))
+	pod := mkPod(ctr{name: "app", r: res4{"100m", "", "32Mi", ""}})
+	pod.Spec.Resources = &v1.ResourceRequirements{Requests: list("200m", "64Mi"), Limits: list("400m", "128Mi")}
+	h.start(t, pod)
+	want := pod.DeepCopy()
+	want.Generation++
+	want.Spec.Resources = &v1.ResourceRequirements{Requests: list("300m", "64Mi"), Limits: list("800m", "256Mi")}
+	if _, err := h.sync(t, want); err != nil {
+		t.Fatal(err)
+	}
+	if wantLog := []string{"pod memory", "pod cpu"}; !slices.Equal(h.node.log, wantLog) {
+		t.Errorf("writes %v, want %v", h.node.log, wantLog)
+	}
+	st := h.m.Status(want)
+	if st.PodAllocated == nil || !st.PodAllocated.Limits.Memory().Equal(resource.MustParse("256Mi")) {
+		t.Errorf("status pod-level allocation %v, want the new limits", st.PodAllocated)
+	}
+	if st.PodActual == nil || !st.PodActual.Limits.Cpu().Equal(resource.MustParse("800m")) {
+		t.Errorf("status pod-level resources %v, want the new cpu limit", st.PodActual)
+	}
+	if _, ok := st.Allocated[PodLevel]; ok {
+		t.Error("the pod-level resources are reported as a container's")
+	}
+	if c := condition(h, want, v1.PodResizeInProgress); c != nil {
+		t.Errorf("PodResizeInProgress = %+v after the writes", c)
+	}
+	// Applied: nothing more to write.
+	if _, err := h.sync(t, want); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.node.log) != 0 {
+		t.Errorf("an applied pod-level resize was written again: %v", h.node.log)
+	}
+
+	// Down: the pod cgroup's memory limit is checked against its usage.
+	down := want.DeepCopy()
+	down.Generation++
+	down.Spec.Resources.Limits = list("800m", "96Mi")
+	h.mem.usage["pod"] = 100 << 20
+	if _, err := h.sync(t, down); err == nil || !strings.Contains(err.Error(), "Aborting attempt to set pod memory limit less than current memory usage") {
+		t.Fatalf("sync = %v, want the usage check's error", err)
+	}
+	if st := h.m.Status(down); !st.PodActual.Limits.Memory().Equal(resource.MustParse("256Mi")) {
+		t.Errorf("status pod-level memory limit %v after the refused write, want still 256Mi", st.PodActual.Limits.Memory())
+	}
+}
+
+// A record written before init containers and pod-level resources were
+// resizable lacks them: they are adopted at their spec, without a resize.
+// A later change of an init container's resources is a resize.
+func TestManagerAdoptsOlderRecords(t *testing.T) {
+	h := newHarness(t, list("2", "4Gi"))
+	pod := mkPod(ctr{name: "app", r: res4{"100m", "200m", "64Mi", "128Mi"}})
+	pod.Spec.InitContainers = []v1.Container{{Name: "init", Resources: res4{"50m", "", "", ""}.reqs()}}
+	pod.Spec.Resources = &v1.ResourceRequirements{Limits: list("1", "1Gi")}
+	h.pods = append(h.pods, pod)
+	if err := h.store.Set(pod.UID, Allocation{"app": pod.Spec.Containers[0].Resources}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.sync(t, pod); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := h.store.Get(pod.UID); !a.Equal(FromPod(pod)) {
+		t.Errorf("allocation %v, want the init container and pod-level resources adopted", a)
+	}
+	if len(h.rec.events) != 0 || len(h.node.log) != 0 {
+		t.Errorf("adopting an older record resized: events %v, writes %v", reasons(h.rec.events), h.node.log)
+	}
+
+	more := pod.DeepCopy()
+	more.Generation++
+	more.Spec.InitContainers[0].Resources = res4{"80m", "", "", ""}.reqs()
+	h.set(more)
+	if _, err := h.sync(t, more); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := h.store.Get(pod.UID); !a.Equal(FromPod(more)) {
+		t.Errorf("allocation %v after an init container's resize", a)
+	}
+	if got := reasons(h.rec.events); !slices.Equal(got, []string{EventResizeStarted, EventResizeCompleted}) {
+		t.Errorf("events %v", got)
 	}
 }

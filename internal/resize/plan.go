@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/heartlet/heartlet/internal/podspec"
+	"github.com/heartlet/heartlet/internal/qos"
 )
 
 // StepKind is what one step of a resize writes.
@@ -56,7 +57,7 @@ func MakePlan(pod *v1.Pod, actual, want Allocation) Plan {
 		shrink bool
 	}
 	changes := map[v1.ResourceName][]change{}
-	for _, c := range podspec.RunningContainers(pod) {
+	for _, c := range resizable(pod) {
 		cur, running := actual[c.Name]
 		next, ok := want[c.Name]
 		if !running || !ok {
@@ -175,8 +176,9 @@ func cmpQ(a, b v1.ResourceList, r v1.ResourceName) int {
 }
 
 // podTotals are the summed requests and the summed limits of the pod's
-// containers; a resource is absent from the limits when a container has
-// no limit for it (the pod is then unlimited).
+// containers, or its pod-level ones where it has them; a resource is
+// absent from the limits when a container has no limit for it and the
+// pod none either (the pod is then unlimited).
 func podTotals(pod *v1.Pod) (reqs, limits v1.ResourceList) {
 	reqs, limits = v1.ResourceList{}, v1.ResourceList{}
 	unlimited := map[v1.ResourceName]bool{}
@@ -196,6 +198,18 @@ func podTotals(pod *v1.Pod) (reqs, limits v1.ResourceList) {
 	}
 	for r := range unlimited {
 		delete(limits, r)
+	}
+	// Pod-level resources set the pod cgroup's values instead.
+	if pod.Spec.Resources != nil {
+		preqs, _ := qos.PodRequestsAndLimits(pod)
+		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			if q, ok := qos.PodLevelLimit(pod, r); ok {
+				limits[r] = q
+			}
+			if q, ok := preqs[r]; ok {
+				reqs[r] = q
+			}
+		}
 	}
 	return reqs, limits
 }

@@ -20,8 +20,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/heartlet/heartlet/internal/podspec"
 )
 
 // StateFileName is the allocation record's file name in the root directory.
@@ -37,8 +35,14 @@ const maxStateBytes = 4 << 20
 // container name is a DNS label; a UID is far shorter).
 const maxNameLen = 253
 
-// Allocation is the resources allocated to a pod's containers, by name.
+// Allocation is the resources allocated to a pod's containers, by name,
+// and to the pod as a whole (its pod-level resources, spec.resources)
+// under PodLevel.
 type Allocation map[string]v1.ResourceRequirements
+
+// PodLevel is the key of the pod-level resources in an Allocation; a
+// colon is never part of a container name.
+const PodLevel = ":pod"
 
 // Equal reports whether a and b allocate the same resources.
 func (a Allocation) Equal(b Allocation) bool {
@@ -54,12 +58,30 @@ func (a Allocation) Equal(b Allocation) bool {
 	return true
 }
 
-// FromPod is the allocation a pod asks for: its regular containers' and
-// sidecars' resources (the resizable containers, as upstream).
+// resizable is the pod's containers that resize in place, as upstream
+// 1.37 (InPlacePodVerticalScalingInitContainers is GA): every init
+// container, sidecar or not, and every app container; not the ephemeral
+// ones.
+func resizable(pod *v1.Pod) []*v1.Container {
+	out := make([]*v1.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	for i := range pod.Spec.InitContainers {
+		out = append(out, &pod.Spec.InitContainers[i])
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, &pod.Spec.Containers[i])
+	}
+	return out
+}
+
+// FromPod is the allocation a pod asks for: its resizable containers'
+// resources, and its pod-level resources if it has any.
 func FromPod(pod *v1.Pod) Allocation {
 	a := Allocation{}
-	for _, c := range podspec.RunningContainers(pod) {
+	for _, c := range resizable(pod) {
 		a[c.Name] = *c.Resources.DeepCopy()
+	}
+	if pod.Spec.Resources != nil {
+		a[PodLevel] = *pod.Spec.Resources.DeepCopy()
 	}
 	return a
 }

@@ -105,6 +105,11 @@ type Resize struct {
 	// Actuated is what heartlet last set each running container's
 	// resources to, by name: its resources when the runtime reports none.
 	Actuated map[string]v1.ResourceRequirements
+	// PodAllocated is the pod-level resources (spec.resources) allocated
+	// to the pod, nil without: its requests are the status's
+	// allocatedResources. PodActual is those the pod cgroup runs with:
+	// the status's resources.
+	PodAllocated, PodActual *v1.ResourceRequirements
 	// Conditions are the pod's PodResizePending and PodResizeInProgress
 	// conditions, if any.
 	Conditions []v1.PodCondition
@@ -157,6 +162,7 @@ func Compute(pod *v1.Pod, rs *runtime.PodStatus, in Inputs) v1.PodStatus {
 	c.setStartedAndReady(s.ContainerStatuses, pod.Spec.Containers, false)
 	c.setResources(s.InitContainerStatuses)
 	c.setResources(s.ContainerStatuses)
+	c.setPodResources(&s)
 	// Ephemeral containers are reported as upstream: sorted by name, never
 	// ready, and not part of the phase or the conditions.
 	s.EphemeralContainerStatuses = c.containerStatuses(ephemeralContainers(pod), old.EphemeralContainerStatuses, false)

@@ -41,6 +41,39 @@ func (c *computer) setResources(statuses []v1.ContainerStatus) {
 	}
 }
 
+// setPodResources fills the pod-level allocatedResources and resources of
+// a pod with pod-level resources, as upstream with
+// InPlacePodLevelResourcesVerticalScaling: the allocated requests, and the
+// cpu and memory requests and limits the pod cgroup runs with.
+func (c *computer) setPodResources(s *v1.PodStatus) {
+	if c.in.Resize == nil || c.in.Resize.PodAllocated == nil || c.pod.Spec.Resources == nil {
+		return
+	}
+	if reqs := computeOnly(c.in.Resize.PodAllocated.Requests); len(reqs) > 0 {
+		s.AllocatedResources = reqs
+	}
+	if a := c.in.Resize.PodActual; a != nil {
+		r := &v1.ResourceRequirements{Requests: computeOnly(a.Requests), Limits: computeOnly(a.Limits)}
+		if len(r.Requests) > 0 || len(r.Limits) > 0 {
+			s.Resources = r
+		}
+	}
+}
+
+// computeOnly is the cpu and memory of l, nil when it has neither.
+func computeOnly(l v1.ResourceList) v1.ResourceList {
+	var out v1.ResourceList
+	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		if q, ok := l[r]; ok {
+			if out == nil {
+				out = v1.ResourceList{}
+			}
+			out[r] = q.DeepCopy()
+		}
+	}
+	return out
+}
+
 // ActualResources is the allocation alloc with the values the runtime
 // reports in l: the cpu request from the shares, the cpu limit from the
 // CFS quota and period, the memory limit. A value that the allocation

@@ -88,3 +88,38 @@ func TestComputeReportsResize(t *testing.T) {
 		t.Errorf("a stale PodResizeInProgress condition stayed: %+v", c)
 	}
 }
+
+// A pod with pod-level resources reports their allocated requests as the
+// pod's allocatedResources and what its cgroup runs with as its
+// resources (cpu and memory only); a pod without reports neither.
+func TestComputeReportsPodLevelResources(t *testing.T) {
+	pod := testPod(withContainers("app"))
+	pod.Spec.Resources = &v1.ResourceRequirements{Requests: rlist("cpu", "300m", "memory", "64Mi"), Limits: rlist("cpu", "800m", "memory", "256Mi")}
+	allocated := &v1.ResourceRequirements{Requests: rlist("cpu", "300m", "memory", "64Mi", "hugepages-2Mi", "2Mi"), Limits: rlist("cpu", "800m", "memory", "256Mi")}
+	actual := &v1.ResourceRequirements{Requests: rlist("cpu", "200m", "memory", "64Mi"), Limits: rlist("cpu", "400m", "memory", "128Mi")}
+	rs := rstatus([]*runtime.SandboxStatus{sandbox("10.0.0.2")}, running("app", "c1", 0))
+	in := Inputs{Now: t0, Resize: &Resize{Allocated: map[string]v1.ResourceRequirements{}, PodAllocated: allocated, PodActual: actual}}
+	s := Compute(pod, rs, in)
+	if want := rlist("cpu", "300m", "memory", "64Mi"); !equalLists(s.AllocatedResources, want) {
+		t.Errorf("allocatedResources = %v, want %v", s.AllocatedResources, want)
+	}
+	if s.Resources == nil || !equalLists(s.Resources.Limits, actual.Limits) || !equalLists(s.Resources.Requests, actual.Requests) {
+		t.Errorf("resources = %v, want %v", s.Resources, actual)
+	}
+	pod.Spec.Resources = nil
+	if s := Compute(pod, rs, in); s.AllocatedResources != nil || s.Resources != nil {
+		t.Errorf("a pod without pod-level resources reports %v %v", s.AllocatedResources, s.Resources)
+	}
+}
+
+func equalLists(a, b v1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for n, q := range b {
+		if g, ok := a[n]; !ok || g.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}

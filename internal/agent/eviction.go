@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/admission"
+	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/eviction"
 	"github.com/heartlet/heartlet/internal/podlifecycle"
 	"github.com/heartlet/heartlet/internal/podworker"
@@ -30,6 +32,7 @@ func (a *Agent) newEviction(ctx context.Context, c *components) (*eviction.Manag
 		Soft:            cfg.EvictionSoft,
 		SoftGracePeriod: cfg.EvictionSoftGracePeriod,
 		MinimumReclaim:  cfg.EvictionMinimumReclaim,
+		EnforcePods:     cgroupsPerQOS(cfg) && slices.Contains(cfg.EnforceNodeAllocatable, cgroups.EnforcePods),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("eviction: %w", err)

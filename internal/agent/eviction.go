@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/heartlet/heartlet/internal/admission"
 	"github.com/heartlet/heartlet/internal/cgroups"
@@ -48,7 +49,7 @@ func (a *Agent) newEviction(ctx context.Context, c *components) (*eviction.Manag
 		}
 	}
 	return eviction.New(eviction.Options{
-		LocalStorageCapacityIsolation: cfg.LocalStorageCapacityIsolation == nil || *cfg.LocalStorageCapacityIsolation,
+		LocalStorageCapacityIsolation: localStorageCapacityIsolation(cfg),
 		Reclaimable:                   reclaimableReader(ctx, c, a.opts.EvictionMemorySignal),
 		MemoryNotifier:                notifier,
 		Thresholds:                    ts,
@@ -87,4 +88,10 @@ func (d evictionDeps) Eventf(obj runtime.Object, eventtype, reason, format strin
 	if d.c.recorder != nil {
 		d.c.recorder.Eventf(obj, eventtype, reason, format, args...)
 	}
+}
+
+// localStorageCapacityIsolation is localStorageCapacityIsolation, true
+// when unset.
+func localStorageCapacityIsolation(cfg *kubeletv1beta1.KubeletConfiguration) bool {
+	return cfg.LocalStorageCapacityIsolation == nil || *cfg.LocalStorageCapacityIsolation
 }

@@ -396,7 +396,11 @@ func (m *Manager) readyErrors(ctx context.Context, node *v1.Node, versionErr err
 		}
 	}
 	var missing []string
-	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods, v1.ResourceEphemeralStorage} {
+	required := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods}
+	if !m.opts.NoLocalStorage {
+		required = append(required, v1.ResourceEphemeralStorage)
+	}
+	for _, r := range required {
 		if _, ok := node.Status.Capacity[r]; !ok {
 			missing = append(missing, string(r))
 		}

@@ -14,7 +14,7 @@
 //
 // The crossing is seen from outside heartlet, by reading the signal as
 // heartlet computes it (the root memory cgroup on cgroup v1, statfs of the
-// root dir) every 5 ms; the eviction is seen through a watch on the pod.
+// root dir) every 5 ms, and the eviction by reading the pod as often.
 // It prints each run and the p50 and max per signal, and asserts nothing.
 //
 //	sudo hack/env.sh start && sudo hack/kube.sh start && . /run/heartlet-kube/env
@@ -41,8 +41,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -94,6 +92,8 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("admin kubeconfig %s: %w", o.adminKC, err)
 	}
+	// The victim is read every pollEvery.
+	cfg.QPS, cfg.Burst = 1000, 1000
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -313,16 +313,12 @@ failSwapOn: false
 }
 
 // once creates the victim and returns the time from the signal's crossing
-// to the watch event showing the pod Failed with reason Evicted.
+// to the first read of the pod showing it Failed with reason Evicted (the
+// pod is read every pollEvery).
 func once(ctx context.Context, cs kubernetes.Interface, sc scenario, i int) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	pod := sc.pod(i)
-	w, err := cs.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", pod.Name).String()})
-	if err != nil {
-		return 0, fmt.Errorf("watch: %w", err)
-	}
-	defer w.Stop()
 	crossed := make(chan time.Time, 1)
 	pollErr := make(chan error, 1)
 	go func() {
@@ -349,6 +345,8 @@ func once(ctx context.Context, cs kubernetes.Interface, sc scenario, i int) (tim
 		return 0, fmt.Errorf("create %s: %w", pod.Name, err)
 	}
 	var crossedAt time.Time
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -356,15 +354,9 @@ func once(ctx context.Context, cs kubernetes.Interface, sc scenario, i int) (tim
 		case err := <-pollErr:
 			return 0, err
 		case crossedAt = <-crossed:
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return 0, errors.New("watch closed")
-			}
-			if ev.Type != watch.Added && ev.Type != watch.Modified {
-				continue
-			}
-			p, ok := ev.Object.(*v1.Pod)
-			if !ok || p.Status.Phase != v1.PodFailed {
+		case <-tick.C:
+			p, err := cs.CoreV1().Pods(namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil || p.Status.Phase != v1.PodFailed {
 				continue
 			}
 			now := time.Now()
@@ -372,9 +364,11 @@ func once(ctx context.Context, cs kubernetes.Interface, sc scenario, i int) (tim
 				return 0, fmt.Errorf("pod %s failed with reason %q: %s", pod.Name, p.Status.Reason, p.Status.Message)
 			}
 			if crossedAt.IsZero() {
-				// The crossing was not seen (another pass of the poller
-				// was due): the eviction came first.
-				return 0, fmt.Errorf("pod %s evicted before the threshold was seen crossed", pod.Name)
+				select {
+				case crossedAt = <-crossed:
+				default:
+					return 0, fmt.Errorf("pod %s evicted before the threshold was seen crossed", pod.Name)
+				}
 			}
 			return now.Sub(crossedAt), nil
 		}

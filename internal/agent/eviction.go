@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -48,10 +49,12 @@ func (a *Agent) newEviction(ctx context.Context, c *components) (*eviction.Manag
 			notifier = n
 		}
 	}
+	allocNotifier := kubepodsNotifier(ctx, cfg, notifier != nil)
 	return eviction.New(eviction.Options{
 		LocalStorageCapacityIsolation: localStorageCapacityIsolation(cfg),
 		Reclaimable:                   reclaimableReader(ctx, c, a.opts.EvictionMemorySignal),
 		MemoryNotifier:                notifier,
+		AllocatableNotifier:           allocNotifier,
 		Thresholds:                    ts,
 		TransitionPeriod:              cfg.EvictionPressureTransitionPeriod.Duration,
 		MaxPodGracePeriod:             cfg.EvictionMaxPodGracePeriod,
@@ -94,4 +97,23 @@ func (d evictionDeps) Eventf(obj runtime.Object, eventtype, reason, format strin
 // when unset.
 func localStorageCapacityIsolation(cfg *kubeletv1beta1.KubeletConfiguration) bool {
 	return cfg.LocalStorageCapacityIsolation == nil || *cfg.LocalStorageCapacityIsolation
+}
+
+// kubepodsNotifier is the memory cgroup notification on the kubepods
+// cgroup for allocatableMemory.available, when the root's works and there
+// are QoS cgroups; nil otherwise.
+func kubepodsNotifier(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, rootWorks bool) eviction.MemoryNotifier {
+	if !rootWorks || !cgroupsPerQOS(cfg) {
+		return nil
+	}
+	root := cfg.CgroupRoot
+	if root == "" {
+		root = "/"
+	}
+	n, err := eviction.NewMemcgNotifierBelow(memcgRoot, path.Join(root, cgroups.KubepodsName))
+	if err != nil {
+		klog.FromContext(ctx).Info("Warning: no memory cgroup notification on the pods' cgroup", "err", err)
+		return nil
+	}
+	return n
 }

@@ -1,7 +1,9 @@
 package eviction
 
 import (
+	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -64,5 +66,60 @@ func TestAllocatableMemoryThreshold(t *testing.T) {
 				t.Errorf("kubelet_evictions{allocatableMemory.available} grew by %v, want 1", got)
 			}
 		})
+	}
+}
+
+// TestRunPassesWhenTheAllocatableThresholdFires: the kubepods notifier is
+// armed at the pods' usage where allocatableMemory.available would be
+// crossed (limit less threshold plus the pods' inactive page cache), and
+// its firing runs a pass at once.
+func TestRunPassesWhenTheAllocatableThresholdFires(t *testing.T) {
+	h := newHarness(t, Config{Hard: map[string]string{"memory.available": "100Mi"}, EnforcePods: true}, 0)
+	cs := &countingSummary{calls: make(chan struct{}, 10)}
+	cs.set(900, nil)
+	cs.setPods(800, 500)
+	cs.s.Node.SystemContainers[0].Memory.UsageBytes = u64(530 << 20) // 30 Mi of inactive page cache
+	root, pods := &fakeNotifier{ch: make(chan struct{}, 1)}, &fakeNotifier{ch: make(chan struct{}, 1)}
+	h.m.opts.Summary, h.m.opts.MemoryNotifier, h.m.opts.AllocatableNotifier = cs, root, pods
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.m.Run(ctx) }()
+	waitCall := func(what string) {
+		t.Helper()
+		select {
+		case <-cs.calls:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no pass %s", what)
+		}
+	}
+	for !h.clk.HasWaiters() {
+		runtime.Gosched()
+	}
+	h.clk.Step(DefaultInterval)
+	waitCall("after the first interval")
+	// The fake clock does not move: only the kubepods notification can
+	// cause the next pass.
+	pods.ch <- struct{}{}
+	waitCall("after the kubepods notification")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	pods.mu.Lock()
+	defer pods.mu.Unlock()
+	if want := uint64(800-100+30) << 20; len(pods.armed) == 0 || pods.armed[0] != want {
+		t.Errorf("kubepods notifier armed at %v, want %d first", pods.armed, want)
+	}
+	if !pods.closed {
+		t.Error("kubepods notifier not closed when Run returned")
+	}
+}
+
+// TestMemcgNotifierBelowNeedsCgroupV1: a hierarchy without cgroup v1
+// memory files (cgroup v2, or none) gives no notifier, so the caller
+// warns and reads memory every interval.
+func TestMemcgNotifierBelowNeedsCgroupV1(t *testing.T) {
+	if n, err := NewMemcgNotifierBelow(t.TempDir(), "/kubepods"); err == nil || n != nil {
+		t.Errorf("NewMemcgNotifierBelow on an empty directory = %v, %v; want an error", n, err)
 	}
 }

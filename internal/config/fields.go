@@ -144,7 +144,7 @@ var Fields = []FieldSupport{
 	{"defaultPodSysctls", NotYet, "pods get only the sysctls they ask for"},
 	{"volumePluginDir", NotYet, "no flexvolume plugins"},
 	{"providerID", Honoured, "Node.spec.providerID, set when the Node is registered"},
-	{"kernelMemcgNotification", Honoured, "cgroup v1: a threshold on the root memory cgroup runs an eviction pass at once; on cgroup v2, as upstream, none (a warning at start), and memory is read every 10 s"},
+	{"kernelMemcgNotification", Honoured, "cgroup v1: thresholds on the root and kubepods memory cgroups run an eviction pass at once; on cgroup v2, as upstream, none (a warning at start), and memory is read every 10 s"},
 	{"logging.format", Honoured, "text or json"},
 	{"logging.flushFrequency", NotYet, "klog's own flush interval is used"},
 	{"logging.verbosity", Honoured, "log verbosity"},

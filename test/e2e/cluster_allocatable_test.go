@@ -31,8 +31,9 @@ func nodeEvents(reason string) ([]v1.Event, error) {
 // hard memory.available threshold (300Mi) of their limit while the node
 // as a whole has gigabytes free: the larger is evicted through
 // allocatableMemory.available (Failed, Evicted, upstream's message,
-// kubelet_evictions counts that signal), the node reports MemoryPressure,
-// and the other keeps running.
+// kubelet_evictions counts that signal; kernelMemcgNotification arms a
+// threshold on kubepods), the node reports MemoryPressure, and the other
+// keeps running.
 func TestClusterAllocatableMemoryEviction(t *testing.T) {
 	requireCluster(t)
 	const gi = int64(1) << 30
@@ -43,6 +44,7 @@ func TestClusterAllocatableMemoryEviction(t *testing.T) {
 	h := startClusterHeartlet(t, clusterOptions{config: fmt.Sprintf(`evictionHard:
   memory.available: "300Mi"
 evictionPressureTransitionPeriod: 30s
+kernelMemcgNotification: true
 enforceNodeAllocatable: ["pods"]
 systemReserved:
   memory: "%d"

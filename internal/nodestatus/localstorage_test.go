@@ -36,4 +36,24 @@ func TestLocalStorageCapacity(t *testing.T) {
 			}
 		})
 	}
+	// A node registered by a run with the isolation on loses the
+	// ephemeral-storage it reported once the isolation is off.
+	f := newFixture(t, defaultOptions())
+	if err := f.m.syncStatus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.node(t).Status.Capacity[v1.ResourceEphemeralStorage]; !ok {
+		t.Fatal("no ephemeral-storage capacity with the isolation on")
+	}
+	f.m.opts.NoLocalStorage = true
+	f.m.allocatable = nil
+	if err := f.m.syncStatus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := f.node(t)
+	_, inCapacity := n.Status.Capacity[v1.ResourceEphemeralStorage]
+	_, inAllocatable := n.Status.Allocatable[v1.ResourceEphemeralStorage]
+	if inCapacity || inAllocatable {
+		t.Errorf("after turning the isolation off: ephemeral-storage in capacity %v, allocatable %v; want neither", inCapacity, inAllocatable)
+	}
 }

@@ -222,6 +222,11 @@ func (m *Manager) setStatus(ctx context.Context, node *v1.Node) {
 				}
 			}
 		}
+		if m.opts.NoLocalStorage {
+			// Reported by an earlier run with the isolation on.
+			delete(node.Status.Capacity, v1.ResourceEphemeralStorage)
+			delete(node.Status.Allocatable, v1.ResourceEphemeralStorage)
+		}
 		for k, v := range capacity {
 			node.Status.Capacity[k] = v
 		}

@@ -289,36 +289,58 @@ failSwapOn: false
 	if err := waitNode(ctx, cs, o.nodeName, 2*time.Minute, func(n *v1.Node) bool { return nodeReady(n) && condition(n, sc.pressure) == v1.ConditionFalse }); err != nil {
 		return nil, err
 	}
+	// The first eviction pass comes one interval (10 s) after the start,
+	// and arms the memory notification: runs measure a node in its
+	// steady state.
+	time.Sleep(12 * time.Second)
 	var out []time.Duration
 	for i := range o.runs {
-		d, err := once(ctx, cs, sc, i)
-		if err != nil {
-			return out, fmt.Errorf("run %d: %w", i+1, err)
+		var d time.Duration
+		for attempt := 0; ; attempt++ {
+			pod := sc.pod(i)
+			pod.Name = fmt.Sprintf("%s-%d", pod.Name, attempt)
+			var err error
+			d, err = once(ctx, cs, sc, pod)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, errRefused) || attempt == 30 {
+				return out, fmt.Errorf("run %d: %w", i+1, err)
+			}
+			// The node still holds the pressure condition of the run
+			// before (for the transition period): try again.
+			if err := deletePods(ctx, cs); err != nil {
+				return out, err
+			}
+			time.Sleep(2 * time.Second)
 		}
 		fmt.Printf("%s: run %d crossed-to-evicted=%.2fs\n", sc.name, i+1, d.Seconds())
 		out = append(out, d)
-		// The evicted pod's usage is gone once it is deleted; the next
-		// run starts when the node has no pressure left.
-		if err := cs.CoreV1().Pods(namespace).Delete(ctx, sc.pod(i).Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil && !apierrors.IsNotFound(err) {
-			return out, err
-		}
-		if err := waitNoPods(ctx, cs, 2*time.Minute); err != nil {
-			return out, err
-		}
-		if err := waitNode(ctx, cs, o.nodeName, 2*time.Minute, func(n *v1.Node) bool { return condition(n, sc.pressure) == v1.ConditionFalse }); err != nil {
+		// The evicted pod's usage is gone once it is deleted.
+		if err := deletePods(ctx, cs); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
 }
 
+// errRefused is a victim refused at admission (the node still under
+// pressure), not evicted.
+var errRefused = errors.New("refused at admission")
+
+func deletePods(ctx context.Context, cs kubernetes.Interface) error {
+	if err := cs.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete pods: %w", err)
+	}
+	return waitNoPods(ctx, cs, 2*time.Minute)
+}
+
 // once creates the victim and returns the time from the signal's crossing
 // to the first read of the pod showing it Failed with reason Evicted (the
 // pod is read every pollEvery).
-func once(ctx context.Context, cs kubernetes.Interface, sc scenario, i int) (time.Duration, error) {
+func once(ctx context.Context, cs kubernetes.Interface, sc scenario, pod *v1.Pod) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	pod := sc.pod(i)
 	crossed := make(chan time.Time, 1)
 	pollErr := make(chan error, 1)
 	go func() {
@@ -360,7 +382,10 @@ func once(ctx context.Context, cs kubernetes.Interface, sc scenario, i int) (tim
 				continue
 			}
 			now := time.Now()
-			if p.Status.Reason != "Evicted" {
+			if p.Status.Reason == "Evicted" && strings.HasPrefix(p.Status.Message, "The node had condition") {
+				return 0, fmt.Errorf("pod %s: %w: %s", pod.Name, errRefused, p.Status.Message)
+			}
+			if p.Status.Reason != "Evicted" || !strings.HasPrefix(p.Status.Message, "The node was low on resource") {
 				return 0, fmt.Errorf("pod %s failed with reason %q: %s", pod.Name, p.Status.Reason, p.Status.Message)
 			}
 			if crossedAt.IsZero() {

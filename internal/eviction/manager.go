@@ -162,6 +162,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		return nil
 	case <-m.opts.Clock.After(m.opts.Interval):
 	}
+	// followUp: the pass after a notification reads stats that may
+	// predate the crossing (the summary is cached up to a second), and the
+	// kernel notifies once per crossing: one more pass follows a second
+	// later.
+	followUp := false
 	for {
 		if err := m.Synchronize(ctx); err != nil {
 			logger.Error(err, "Eviction manager: pass failed")
@@ -169,16 +174,19 @@ func (m *Manager) Run(ctx context.Context) error {
 		armNotifier(ctx, m.opts.MemoryNotifier, MemoryUsageThreshold, m.opts.Thresholds, m.last)
 		armNotifier(ctx, m.opts.AllocatableNotifier, AllocatableUsageThreshold, m.opts.Thresholds, m.last)
 		d := m.opts.Interval
-		if m.victim != "" || m.opts.Clock.Now().Before(m.settleUntil) {
+		if m.victim != "" || m.opts.Clock.Now().Before(m.settleUntil) || followUp {
 			d = waitInterval
 		}
+		followUp = false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-notified:
 			logger.V(2).Info("Eviction manager: memory threshold crossed")
+			followUp = true
 		case <-allocNotified:
 			logger.V(2).Info("Eviction manager: allocatable memory threshold crossed")
+			followUp = true
 		case <-m.opts.Clock.After(d):
 		}
 	}

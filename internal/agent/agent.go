@@ -567,6 +567,7 @@ func (a *Agent) nodeOptions(cl *kubeclient.Client, nodeIPs []string, rec record.
 		Version:           version.Version,
 		Port:              cfg.Port,
 		RootDir:           a.opts.RootDir,
+		NoLocalStorage:    !localStorageCapacityIsolation(cfg),
 		Heartbeat:         cl.Heartbeat,
 		Recorder:          rec,
 		OnRepeatedFailure: cl.CloseAllConns,
@@ -600,6 +601,7 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { c.runAPIAuth(ctx); return nil })
 	g.Go(func() error { return c.logCheck.Run(ctx) })
 	g.Go(func() error { return c.nodePage.Run(ctx) })
+	g.Go(func() error { return c.runNodeAllocatable(ctx) })
 	g.Go(func() error { return c.pleg.Run(ctx) })
 	g.Go(func() error { return c.workers.Run(ctx) })
 	g.Go(func() error { return c.probes.Run(ctx) })

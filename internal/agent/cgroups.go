@@ -59,3 +59,8 @@ func derefInt64(p *int64) int64 {
 	}
 	return *p
 }
+
+// cgroupsPerQOS is cgroupsPerQOS, true when unset.
+func cgroupsPerQOS(cfg *kubeletv1beta1.KubeletConfiguration) bool {
+	return cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS
+}

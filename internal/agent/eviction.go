@@ -3,13 +3,17 @@ package agent
 import (
 	"context"
 	"fmt"
+	"path"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/heartlet/heartlet/internal/admission"
+	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/eviction"
 	"github.com/heartlet/heartlet/internal/podlifecycle"
 	"github.com/heartlet/heartlet/internal/podworker"
@@ -30,6 +34,7 @@ func (a *Agent) newEviction(ctx context.Context, c *components) (*eviction.Manag
 		Soft:            cfg.EvictionSoft,
 		SoftGracePeriod: cfg.EvictionSoftGracePeriod,
 		MinimumReclaim:  cfg.EvictionMinimumReclaim,
+		EnforcePods:     cgroupsPerQOS(cfg) && slices.Contains(cfg.EnforceNodeAllocatable, cgroups.EnforcePods),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("eviction: %w", err)
@@ -44,10 +49,12 @@ func (a *Agent) newEviction(ctx context.Context, c *components) (*eviction.Manag
 			notifier = n
 		}
 	}
+	allocNotifier := kubepodsNotifier(ctx, cfg, notifier != nil)
 	return eviction.New(eviction.Options{
-		LocalStorageCapacityIsolation: cfg.LocalStorageCapacityIsolation == nil || *cfg.LocalStorageCapacityIsolation,
+		LocalStorageCapacityIsolation: localStorageCapacityIsolation(cfg),
 		Reclaimable:                   reclaimableReader(ctx, c, a.opts.EvictionMemorySignal),
 		MemoryNotifier:                notifier,
+		AllocatableNotifier:           allocNotifier,
 		Thresholds:                    ts,
 		TransitionPeriod:              cfg.EvictionPressureTransitionPeriod.Duration,
 		MaxPodGracePeriod:             cfg.EvictionMaxPodGracePeriod,
@@ -84,4 +91,29 @@ func (d evictionDeps) Eventf(obj runtime.Object, eventtype, reason, format strin
 	if d.c.recorder != nil {
 		d.c.recorder.Eventf(obj, eventtype, reason, format, args...)
 	}
+}
+
+// localStorageCapacityIsolation is localStorageCapacityIsolation, true
+// when unset.
+func localStorageCapacityIsolation(cfg *kubeletv1beta1.KubeletConfiguration) bool {
+	return cfg.LocalStorageCapacityIsolation == nil || *cfg.LocalStorageCapacityIsolation
+}
+
+// kubepodsNotifier is the memory cgroup notification on the kubepods
+// cgroup for allocatableMemory.available, when the root's works and there
+// are QoS cgroups; nil otherwise.
+func kubepodsNotifier(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, rootWorks bool) eviction.MemoryNotifier {
+	if !rootWorks || !cgroupsPerQOS(cfg) {
+		return nil
+	}
+	root := cfg.CgroupRoot
+	if root == "" {
+		root = "/"
+	}
+	n, err := eviction.NewMemcgNotifierBelow(memcgRoot, path.Join(root, cgroups.KubepodsName))
+	if err != nil {
+		klog.FromContext(ctx).Info("Warning: no memory cgroup notification on the pods' cgroup", "err", err)
+		return nil
+	}
+	return n
 }

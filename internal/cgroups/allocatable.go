@@ -62,7 +62,9 @@ type ReservedCgroup struct {
 // PlanNodeAllocatable returns the limits of the kubepods cgroup and the
 // reserved cgroups to limit, as upstream enforces node allocatable:
 // kubepods gets the capacity minus systemReserved and kubeReserved (never
-// negative) when "pods" is enforced and the whole capacity otherwise
+// negative; memory also less the huge pages, which it does not count, and
+// huge pages limited to theirs) when "pods" is enforced and the whole
+// capacity otherwise
 // (without a cpu weight a top-level cgroup would starve its pods). The
 // hard eviction thresholds are not taken off: heartlet evicts before the
 // kernel's limit is reached. Each reserved entry limits its cgroup to its
@@ -71,6 +73,18 @@ func PlanNodeAllocatable(c NodeAllocatableConfig) (kubepods v1.ResourceList, res
 	kubepods = c.Capacity.DeepCopy()
 	if slices.Contains(c.Enforce, EnforcePods) {
 		kubepods = qos.SubtractReserved(c.Capacity, c.SystemReserved, c.KubeReserved)
+		// Huge pages are reserved memory the memory limit does not count.
+		if mem, ok := kubepods[v1.ResourceMemory]; ok {
+			for name, q := range kubepods {
+				if strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
+					mem.Sub(q)
+				}
+			}
+			if mem.Sign() < 0 {
+				mem.Set(0)
+			}
+			kubepods[v1.ResourceMemory] = mem
+		}
 	}
 	for _, e := range c.Enforce {
 		switch e {

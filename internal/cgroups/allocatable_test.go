@@ -22,7 +22,7 @@ func TestPlanNodeAllocatable(t *testing.T) {
 		SystemReservedCgroup: "/system.slice",
 		KubeReservedCgroup:   "/kube.slice",
 	}
-	allocatable := rl("cpu", "3500m", "memory", "6656Mi", "pid", "31768", "hugepages-2Mi", "1Gi")
+	allocatable := rl("cpu", "3500m", "memory", "5632Mi", "pid", "31768", "hugepages-2Mi", "1Gi")
 	tests := []struct {
 		name         string
 		enforce      []string

@@ -288,6 +288,9 @@ func (m *Manager) limitKubepods(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	kubepods := m.qosPath(v1.PodQOSGuaranteed)
 	err := m.apply(kubepods, m.topLevelResources(m.allocRes, false))
+	if err == nil {
+		err = m.limitKubepodsHugePages(ctx, kubepods)
+	}
 	if err != nil {
 		if m.allocErr.Error() != err.Error() {
 			logger.Error(err, "Failed to limit the pods' cgroup to node allocatable; will retry", "path", kubepods)

@@ -25,6 +25,7 @@ import (
 // EvictionSignals are the signal names evictionHard, evictionSoft,
 // evictionSoftGracePeriod and evictionMinimumReclaim accept.
 var EvictionSignals = []string{
+	"allocatableMemory.available",
 	"containerfs.available",
 	"containerfs.inodesFree",
 	"imagefs.available",

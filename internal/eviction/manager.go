@@ -96,6 +96,10 @@ type Options struct {
 	// where a memory.available threshold would be crossed, and a pass
 	// runs as soon as it fires (kernelMemcgNotification). Run closes it.
 	MemoryNotifier MemoryNotifier
+	// AllocatableNotifier, likewise, is armed on the kubepods cgroup at
+	// the usage where an allocatableMemory.available threshold would be
+	// crossed.
+	AllocatableNotifier MemoryNotifier
 	// Reclaimer, when set, frees disk (dead containers, unused images)
 	// before a pod is evicted for a disk signal (reclaim.go).
 	Reclaimer NodeReclaimer
@@ -144,42 +148,66 @@ func (m *Manager) Run(ctx context.Context) error {
 		return nil
 	}
 	logger := klog.FromContext(ctx)
-	var notified <-chan struct{}
+	var notified, allocNotified <-chan struct{}
 	if n := m.opts.MemoryNotifier; n != nil {
 		notified = n.C()
-		defer func() {
-			if err := n.Close(); err != nil {
-				logger.Error(err, "Eviction manager: closing the memory notification failed")
-			}
-		}()
+		defer closeNotifier(logger, n)
+	}
+	if n := m.opts.AllocatableNotifier; n != nil {
+		allocNotified = n.C()
+		defer closeNotifier(logger, n)
 	}
 	select {
 	case <-ctx.Done():
 		return nil
 	case <-m.opts.Clock.After(m.opts.Interval):
 	}
+	// followUp: the pass after a notification reads stats that may
+	// predate the crossing (the summary is cached up to a second), and the
+	// kernel notifies once per crossing: one more pass follows a second
+	// later.
+	followUp := false
 	for {
 		if err := m.Synchronize(ctx); err != nil {
 			logger.Error(err, "Eviction manager: pass failed")
 		}
-		if n := m.opts.MemoryNotifier; n != nil {
-			if usage, ok := MemoryUsageThreshold(m.opts.Thresholds, m.last); ok {
-				if err := n.Arm(ctx, usage); err != nil {
-					logger.Error(err, "Eviction manager: memory threshold notification not armed")
-				}
-			}
-		}
+		armNotifier(ctx, m.opts.MemoryNotifier, MemoryUsageThreshold, m.opts.Thresholds, m.last)
+		armNotifier(ctx, m.opts.AllocatableNotifier, AllocatableUsageThreshold, m.opts.Thresholds, m.last)
 		d := m.opts.Interval
-		if m.victim != "" || m.opts.Clock.Now().Before(m.settleUntil) {
+		if m.victim != "" || m.opts.Clock.Now().Before(m.settleUntil) || followUp {
 			d = waitInterval
 		}
+		followUp = false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-notified:
 			logger.V(2).Info("Eviction manager: memory threshold crossed")
+			followUp = true
+		case <-allocNotified:
+			logger.V(2).Info("Eviction manager: allocatable memory threshold crossed")
+			followUp = true
 		case <-m.opts.Clock.After(d):
 		}
+	}
+}
+
+// armNotifier arms n, when set, at the usage threshold computes from the
+// last pass's summary.
+func armNotifier(ctx context.Context, n MemoryNotifier, threshold func([]Threshold, *statsapi.Summary) (uint64, bool), ts []Threshold, s *statsapi.Summary) {
+	if n == nil {
+		return
+	}
+	if usage, ok := threshold(ts, s); ok {
+		if err := n.Arm(ctx, usage); err != nil {
+			klog.FromContext(ctx).Error(err, "Eviction manager: memory threshold notification not armed")
+		}
+	}
+}
+
+func closeNotifier(logger klog.Logger, n MemoryNotifier) {
+	if err := n.Close(); err != nil {
+		logger.Error(err, "Eviction manager: closing the memory notification failed")
 	}
 }
 

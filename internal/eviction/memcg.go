@@ -53,6 +53,17 @@ func NewMemcgNotifier(dir string) (*MemcgNotifier, error) {
 	return &MemcgNotifier{dir: dir, ch: make(chan struct{}, 1)}, nil
 }
 
+// NewMemcgNotifierBelow returns a notifier on the memory cgroup cg below
+// the hierarchy root (e.g. the kubepods cgroup, which may not exist yet:
+// arming fails until it does). It fails when root has no cgroup v1 memory
+// files.
+func NewMemcgNotifierBelow(root, cg string) (*MemcgNotifier, error) {
+	if _, err := NewMemcgNotifier(root); err != nil {
+		return nil, err
+	}
+	return &MemcgNotifier{dir: filepath.Join(root, filepath.FromSlash(cg)), ch: make(chan struct{}, 1)}, nil
+}
+
 // C receives when usage crossed the armed threshold.
 func (n *MemcgNotifier) C() <-chan struct{} { return n.ch }
 
@@ -132,11 +143,29 @@ func (n *MemcgNotifier) Close() error {
 // the inactive page cache, which usage counts and the working set does
 // not. ok is false without a memory threshold or figures.
 func MemoryUsageThreshold(ts []Threshold, s *statsapi.Summary) (usage uint64, ok bool) {
-	if s == nil || s.Node.Memory == nil {
+	if s == nil {
 		return 0, false
 	}
-	m := s.Node.Memory
-	if m.UsageBytes == nil || m.WorkingSetBytes == nil || m.AvailableBytes == nil {
+	return usageThreshold(ts, SignalMemoryAvailable, s.Node.Memory)
+}
+
+// AllocatableUsageThreshold is, likewise, the kubepods cgroup usage at
+// which the pods' working set crosses the first allocatableMemory.available
+// threshold, from the summary's pods system container.
+func AllocatableUsageThreshold(ts []Threshold, s *statsapi.Summary) (usage uint64, ok bool) {
+	if s == nil {
+		return 0, false
+	}
+	for _, c := range s.Node.SystemContainers {
+		if c.Name == statsapi.SystemContainerPods {
+			return usageThreshold(ts, SignalAllocatableMemoryAvailable, c.Memory)
+		}
+	}
+	return 0, false
+}
+
+func usageThreshold(ts []Threshold, sig Signal, m *statsapi.MemoryStats) (usage uint64, ok bool) {
+	if m == nil || m.UsageBytes == nil || m.WorkingSetBytes == nil || m.AvailableBytes == nil {
 		return 0, false
 	}
 	capacity := *m.AvailableBytes + *m.WorkingSetBytes
@@ -144,7 +173,7 @@ func MemoryUsageThreshold(ts []Threshold, s *statsapi.Summary) (usage uint64, ok
 	obs := bytesObservation(*m.AvailableBytes, capacity)
 	var highest int64 = -1
 	for _, t := range ts {
-		if t.Signal != SignalMemoryAvailable {
+		if t.Signal != sig {
 			continue
 		}
 		if v := t.Value.Of(obs.Capacity); v.Value() > highest {

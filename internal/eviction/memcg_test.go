@@ -177,3 +177,57 @@ func TestMemcgNotifier(t *testing.T) {
 		t.Errorf("second Close = %v", err)
 	}
 }
+
+// TestRunFollowsANotificationUp: the pass a notification runs may read
+// stats from before the crossing, and the kernel does not notify again:
+// one more pass comes a second later, then passes are an interval apart
+// again.
+func TestRunFollowsANotificationUp(t *testing.T) {
+	h := newHarness(t, Config{Hard: map[string]string{"memory.available": "100Mi"}}, 0)
+	cs := &countingSummary{calls: make(chan struct{}, 10)}
+	cs.set(500, nil)
+	cs.s.Node.Memory.UsageBytes = u64(600 << 20)
+	n := &fakeNotifier{ch: make(chan struct{}, 1)}
+	h.m.opts.Summary, h.m.opts.MemoryNotifier = cs, n
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.m.Run(ctx) }()
+	waitCall := func(what string) {
+		t.Helper()
+		select {
+		case <-cs.calls:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no pass %s", what)
+		}
+	}
+	waitWaiting := func() {
+		for !h.clk.HasWaiters() {
+			runtime.Gosched()
+		}
+	}
+	noCall := func(what string) {
+		t.Helper()
+		select {
+		case <-cs.calls:
+			t.Fatalf("a pass %s", what)
+		default:
+		}
+	}
+	waitWaiting()
+	h.clk.Step(DefaultInterval)
+	waitCall("after the first interval")
+	n.ch <- struct{}{}
+	waitCall("after the notification")
+	waitWaiting()
+	h.clk.Step(waitInterval)
+	waitCall("a second after the notification's pass")
+	waitWaiting()
+	h.clk.Step(waitInterval)
+	noCall("a second after the follow-up")
+	h.clk.Step(DefaultInterval - waitInterval)
+	waitCall("an interval after the follow-up")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}

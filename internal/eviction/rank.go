@@ -22,7 +22,7 @@ const (
 // ResourceOf is the resource a signal's evictions reclaim.
 func ResourceOf(s Signal) v1.ResourceName {
 	switch s {
-	case SignalMemoryAvailable:
+	case SignalMemoryAvailable, SignalAllocatableMemoryAvailable:
 		return v1.ResourceMemory
 	case SignalNodeFsInodesFree, SignalImageFsInodesFree:
 		return resourceInodes

@@ -30,6 +30,12 @@ const (
 	SignalImageFsAvailable  Signal = "imagefs.available"
 	SignalImageFsInodesFree Signal = "imagefs.inodesFree"
 	SignalPIDAvailable      Signal = "pid.available"
+	// SignalAllocatableMemoryAvailable is what the pods may still use of
+	// the kubepods cgroup's memory limit (node allocatable when
+	// enforceNodeAllocatable has "pods"): the limit less the pods' working
+	// set. As upstream, ParseThresholds copies every hard memory.available
+	// threshold to it when pods are enforced.
+	SignalAllocatableMemoryAvailable Signal = "allocatableMemory.available"
 )
 
 // Signals are every signal heartlet observes, in the order thresholds are
@@ -37,6 +43,7 @@ const (
 // process IDs, as upstream.
 var Signals = []Signal{
 	SignalMemoryAvailable,
+	SignalAllocatableMemoryAvailable,
 	SignalNodeFsAvailable,
 	SignalNodeFsInodesFree,
 	SignalImageFsAvailable,
@@ -61,7 +68,10 @@ type Observations map[Signal]Observation
 //   - nodefs.* are the root directory's filesystem (bytes and inodes);
 //   - imagefs.* are the runtime's image filesystem;
 //   - pid.available is the largest PID less the running processes, of
-//     the largest PID.
+//     the largest PID;
+//   - allocatableMemory.available is the pods' system container's
+//     available memory (the kubepods cgroup's limit less its working set),
+//     of the limit; absent while kubepods has no memory limit.
 func Observe(s *statsapi.Summary) Observations {
 	obs := Observations{}
 	if s == nil {
@@ -70,6 +80,11 @@ func Observe(s *statsapi.Summary) Observations {
 	n := s.Node
 	if m := n.Memory; m != nil && m.AvailableBytes != nil && m.WorkingSetBytes != nil {
 		obs[SignalMemoryAvailable] = bytesObservation(*m.AvailableBytes, *m.AvailableBytes+*m.WorkingSetBytes)
+	}
+	for _, c := range n.SystemContainers {
+		if m := c.Memory; c.Name == statsapi.SystemContainerPods && m != nil && m.AvailableBytes != nil && m.WorkingSetBytes != nil {
+			obs[SignalAllocatableMemoryAvailable] = bytesObservation(*m.AvailableBytes, *m.AvailableBytes+*m.WorkingSetBytes)
+		}
 	}
 	fsObservations(obs, n.Fs, SignalNodeFsAvailable, SignalNodeFsInodesFree)
 	if n.Runtime != nil {

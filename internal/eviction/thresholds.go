@@ -68,6 +68,10 @@ type Config struct {
 	Soft            map[string]string
 	SoftGracePeriod map[string]string
 	MinimumReclaim  map[string]string
+	// EnforcePods is true when enforceNodeAllocatable has "pods": every
+	// hard memory.available threshold is then also an
+	// allocatableMemory.available one, as upstream adds it.
+	EnforcePods bool
 }
 
 // ParseThresholds turns the configuration into thresholds, hard ones
@@ -141,7 +145,27 @@ func ParseThresholds(c Config) ([]Threshold, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("eviction thresholds: %w", err)
 	}
+	if c.EnforcePods {
+		out = addAllocatableThresholds(out)
+	}
 	return out, nil
+}
+
+// addAllocatableThresholds appends, for each hard memory.available
+// threshold, an allocatableMemory.available one with its value and
+// minimum reclaim, unless one is configured already.
+func addAllocatableThresholds(ts []Threshold) []Threshold {
+	out := slices.Clone(ts)
+	for _, t := range ts {
+		if t.Signal != SignalMemoryAvailable || !t.Hard {
+			continue
+		}
+		a := Threshold{Signal: SignalAllocatableMemoryAvailable, Value: t.Value, Hard: true, MinReclaim: t.MinReclaim}
+		if !slices.ContainsFunc(out, func(x Threshold) bool { return x.key() == a.key() }) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // knownSignal refuses the signals heartlet does not observe.
@@ -254,7 +278,7 @@ func PastGracePeriod(met []Threshold, firstObserved map[string]time.Time, now ti
 // ConditionOf is the node condition a signal's pressure is reported as.
 func ConditionOf(s Signal) v1.NodeConditionType {
 	switch s {
-	case SignalMemoryAvailable:
+	case SignalMemoryAvailable, SignalAllocatableMemoryAvailable:
 		return v1.NodeMemoryPressure
 	case SignalPIDAvailable:
 		return v1.NodePIDPressure

@@ -50,8 +50,38 @@ func TestParseThresholds(t *testing.T) {
 		},
 		{
 			name:    "unknown signal",
-			cfg:     Config{Hard: map[string]string{"allocatableMemory.available": "1Gi"}},
+			cfg:     Config{Hard: map[string]string{"memory.free": "1Gi"}},
 			wantErr: "unknown signal",
+		},
+		{
+			name: "allocatable memory configured",
+			cfg:  Config{Hard: map[string]string{"allocatableMemory.available": "1Gi"}},
+			want: []string{"hard/allocatableMemory.available=1Gi"},
+		},
+		{
+			name: "pods enforced copy hard memory thresholds to allocatable",
+			cfg: Config{
+				Hard:            map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
+				Soft:            map[string]string{"memory.available": "300Mi"},
+				SoftGracePeriod: map[string]string{"memory.available": "1m"},
+				MinimumReclaim:  map[string]string{"memory.available": "50Mi"},
+				EnforcePods:     true,
+			},
+			want: []string{"hard/memory.available=100Mi+50Mi", "hard/nodefs.available=10%", "soft/memory.available=300Mi/1m0s+50Mi",
+				"hard/allocatableMemory.available=100Mi+50Mi"},
+		},
+		{
+			name: "pods enforced keep a configured allocatable threshold",
+			cfg: Config{
+				Hard:        map[string]string{"memory.available": "100Mi", "allocatableMemory.available": "200Mi"},
+				EnforcePods: true,
+			},
+			want: []string{"hard/memory.available=100Mi", "hard/allocatableMemory.available=200Mi"},
+		},
+		{
+			name: "pods not enforced add nothing",
+			cfg:  Config{Hard: map[string]string{"memory.available": "100Mi"}},
+			want: []string{"hard/memory.available=100Mi"},
 		},
 		{
 			name:    "bad value",
@@ -109,15 +139,20 @@ func TestObserve(t *testing.T) {
 		Runtime: &statsapi.RuntimeStats{ImageFs: &statsapi.FsStats{AvailableBytes: u64(5 << 30), CapacityBytes: u64(50 << 30),
 			InodesFree: u64(90), Inodes: u64(100)}},
 		Rlimit: &statsapi.RlimitStats{MaxPID: i64(4194304), NumOfRunningProcesses: i64(300)},
+		SystemContainers: []statsapi.ContainerStats{
+			{Name: statsapi.SystemContainerKubelet, Memory: &statsapi.MemoryStats{AvailableBytes: u64(1), WorkingSetBytes: u64(1)}},
+			{Name: statsapi.SystemContainerPods, Memory: &statsapi.MemoryStats{AvailableBytes: u64(512 << 20), WorkingSetBytes: u64(1536 << 20)}},
+		},
 	}}
 	obs := Observe(s)
 	want := map[Signal][2]int64{
-		SignalMemoryAvailable:   {3 << 30, 4 << 30},
-		SignalNodeFsAvailable:   {10 << 30, 100 << 30},
-		SignalNodeFsInodesFree:  {900, 1000},
-		SignalImageFsAvailable:  {5 << 30, 50 << 30},
-		SignalImageFsInodesFree: {90, 100},
-		SignalPIDAvailable:      {4194304 - 300, 4194304},
+		SignalMemoryAvailable:            {3 << 30, 4 << 30},
+		SignalAllocatableMemoryAvailable: {512 << 20, 2 << 30},
+		SignalNodeFsAvailable:            {10 << 30, 100 << 30},
+		SignalNodeFsInodesFree:           {900, 1000},
+		SignalImageFsAvailable:           {5 << 30, 50 << 30},
+		SignalImageFsInodesFree:          {90, 100},
+		SignalPIDAvailable:               {4194304 - 300, 4194304},
 	}
 	if len(obs) != len(want) {
 		t.Errorf("got %d observations, want %d", len(obs), len(want))
@@ -134,6 +169,13 @@ func TestObserve(t *testing.T) {
 	}
 	if got := Observe(&statsapi.Summary{}); len(got) != 0 {
 		t.Errorf("empty summary gave %v", got)
+	}
+	// An unlimited kubepods cgroup has no available memory: no signal.
+	unlimited := &statsapi.Summary{Node: statsapi.NodeStats{SystemContainers: []statsapi.ContainerStats{
+		{Name: statsapi.SystemContainerPods, Memory: &statsapi.MemoryStats{WorkingSetBytes: u64(1 << 30)}},
+	}}}
+	if got := Observe(unlimited); len(got) != 0 {
+		t.Errorf("unlimited kubepods gave %v", got)
 	}
 }
 

@@ -107,6 +107,10 @@ type Options struct {
 	// RootDir is the root directory; its filesystem's size is the
 	// ephemeral-storage capacity.
 	RootDir string
+	// NoLocalStorage leaves ephemeral-storage out of capacity and
+	// allocatable (localStorageCapacityIsolation false), as upstream: pods
+	// requesting it are then refused at admission.
+	NoLocalStorage bool
 	// Heartbeat, when set, is used for status patches and Lease renewals
 	// (a client without client-side rate limiting); otherwise the main
 	// client is.

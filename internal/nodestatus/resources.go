@@ -41,13 +41,17 @@ func (h host) machine() (v1.ResourceList, error) {
 }
 
 // capacity measures the machine: CPUs, memory, huge pages, the root
-// directory's filesystem, and the pod limit.
+// directory's filesystem (unless NoLocalStorage), and the pod
+// limit.
 func (m *Manager) capacity() (v1.ResourceList, error) {
 	c, err := m.host.machine()
 	if err != nil {
 		return nil, err
 	}
 	c[v1.ResourcePods] = *resource.NewQuantity(int64(m.opts.MaxPods), resource.DecimalSI)
+	if m.opts.NoLocalStorage {
+		return c, nil
+	}
 	size, err := m.host.filesystemSize(m.opts.RootDir)
 	if err != nil {
 		return nil, fmt.Errorf("ephemeral-storage capacity of root directory: %w", err)

@@ -223,6 +223,11 @@ func (m *Manager) setStatus(ctx context.Context, node *v1.Node) {
 				}
 			}
 		}
+		if m.opts.NoLocalStorage {
+			// Reported by an earlier run with the isolation on.
+			delete(node.Status.Capacity, v1.ResourceEphemeralStorage)
+			delete(node.Status.Allocatable, v1.ResourceEphemeralStorage)
+		}
 		for k, v := range capacity {
 			node.Status.Capacity[k] = v
 		}
@@ -398,7 +403,11 @@ func (m *Manager) readyErrors(ctx context.Context, node *v1.Node, versionErr err
 		}
 	}
 	var missing []string
-	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods, v1.ResourceEphemeralStorage} {
+	required := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods}
+	if !m.opts.NoLocalStorage {
+		required = append(required, v1.ResourceEphemeralStorage)
+	}
+	for _, r := range required {
 		if _, ok := node.Status.Capacity[r]; !ok {
 			missing = append(missing, string(r))
 		}

@@ -119,10 +119,15 @@ func TestClusterEvictionContainerLimit(t *testing.T) {
 }
 
 // TestClusterEvictionLocalStorageIsolationOff: with
-// localStorageCapacityIsolation false the same emptyDir overflow is left
-// alone.
+// localStorageCapacityIsolation false the node reports no ephemeral-storage
+// capacity (as upstream) and the same emptyDir overflow is left alone.
 func TestClusterEvictionLocalStorageIsolationOff(t *testing.T) {
 	h := startClusterHeartlet(t, clusterOptions{config: "localStorageCapacityIsolation: false\n"})
+	if n, err := getNode(); err != nil {
+		t.Fatal(err)
+	} else if c, a := n.Status.Capacity[v1.ResourceEphemeralStorage], n.Status.Allocatable[v1.ResourceEphemeralStorage]; !c.IsZero() || !a.IsZero() {
+		t.Errorf("node ephemeral-storage capacity %s, allocatable %s; want none", c.String(), a.String())
+	}
 	filler := apiPod("ls-off-filler", func(p *v1.Pod) {
 		p.Spec.NodeName = clusterNode
 		p.Spec.Volumes = []v1.Volume{emptyDirVolume("scratch", "20Mi")}

@@ -271,10 +271,10 @@ func TestEphemeralVolumeAndPodInfo(t *testing.T) {
 	c, ctx := dial(t, td), testContext(t)
 	target := filepath.Join(filepath.Dir(td.cfg.Endpoint), "pod", "inline")
 	vctx := map[string]string{
-		ephemeralKey:                               "true",
-		"size":                                     "4Mi",
-		"csi.storage.k8s.io/pod.name":              "web-0",
-		"csi.storage.k8s.io/pod.namespace":         "default",
+		ephemeralKey:                       "true",
+		"size":                             "4Mi",
+		"csi.storage.k8s.io/pod.name":      "web-0",
+		"csi.storage.k8s.io/pod.namespace": "default",
 		"csi.storage.k8s.io/serviceAccount.tokens": `{"aud":{"token":"t","expirationTimestamp":"2026-12-05T00:00:00Z"}}`,
 	}
 	_, err := c.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: "csi-abc", TargetPath: target, VolumeCapability: mountCap(),

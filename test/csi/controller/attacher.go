@@ -35,7 +35,6 @@ func RunAttacher(ctx context.Context, cfg Config) error {
 	l := newLoop(cfg, "attacher")
 	a := &attacher{cfg: cfg, csi: csi.NewControllerClient(cfg.CSI)}
 	vas := l.factory.Storage().V1().VolumeAttachments()
-	a.vas = vas.Lister()
 	a.pvs = l.factory.Core().V1().PersistentVolumes().Lister()
 	a.csiNodes = l.factory.Storage().V1().CSINodes().Lister()
 	if err := l.watch(vas.Informer(), metaKey); err != nil {
@@ -47,13 +46,14 @@ func RunAttacher(ctx context.Context, cfg Config) error {
 type attacher struct {
 	cfg      Config
 	csi      csi.ControllerClient
-	vas      storagelisters.VolumeAttachmentLister
 	pvs      corelisters.PersistentVolumeLister
 	csiNodes storagelisters.CSINodeLister
 }
 
+// sync reads the VolumeAttachment from the API server, not the cache: a
+// cached copy may predate the attacher's own last write.
 func (a *attacher) sync(ctx context.Context, name string) error {
-	va, err := a.vas.Get(name)
+	va, err := a.cfg.Client.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -103,7 +105,7 @@ func start(t *testing.T, run func(context.Context, Config) error, objs ...runtim
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, Config{Client: client, CSI: conn, DriverName: driverName, Resync: time.Second})
+		done <- run(ctx, Config{Client: client, CSI: conn, DriverName: driverName, Resync: time.Second, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -284,4 +286,12 @@ func TestResize(t *testing.T) {
 	if ex := callsOf[*csi.ControllerExpandVolumeRequest](drv); len(ex) != 1 || ex[0].GetCapacityRange().GetRequiredBytes() != 2<<30 {
 		t.Errorf("ControllerExpandVolume calls %v", ex)
 	}
+}
+
+// testWriter sends the loops' logs to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -119,8 +119,11 @@ func (p *provisioner) syncClaim(ctx context.Context, key string) error {
 	if sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer && selected == "" {
 		return nil
 	}
-	if _, err := p.pvs.Get(PVName(pvc)); err == nil {
+	// The cache may not hold the PV of the provisioner's own last write.
+	if _, err := p.cfg.Client.CoreV1().PersistentVolumes().Get(ctx, PVName(pvc), metav1.GetOptions{}); err == nil {
 		return nil // provisioned; the PV controller binds it
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("looking for the PV of %s: %w", key, err)
 	}
 	return p.provision(ctx, pvc, sc, selected)
 }

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 )
@@ -28,8 +27,6 @@ func RunResizer(ctx context.Context, cfg Config) error {
 	l := newLoop(cfg, "resizer")
 	r := &resizer{cfg: cfg, csi: csi.NewControllerClient(cfg.CSI)}
 	pvcs := l.factory.Core().V1().PersistentVolumeClaims()
-	r.pvcs = pvcs.Lister()
-	r.pvs = l.factory.Core().V1().PersistentVolumes().Lister()
 	r.classes = l.factory.Storage().V1().StorageClasses().Lister()
 	if err := l.watch(pvcs.Informer(), metaKey); err != nil {
 		return err
@@ -40,8 +37,6 @@ func RunResizer(ctx context.Context, cfg Config) error {
 type resizer struct {
 	cfg     Config
 	csi     csi.ControllerClient
-	pvcs    corelisters.PersistentVolumeClaimLister
-	pvs     corelisters.PersistentVolumeLister
 	classes storagelisters.StorageClassLister
 }
 
@@ -50,7 +45,9 @@ func (r *resizer) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return nil
 	}
-	pvc, err := r.pvcs.PersistentVolumeClaims(ns).Get(name)
+	// The claim and the PV come from the API server, not the cache: a
+	// cached copy may predate the resizer's own last write.
+	pvc, err := r.cfg.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -60,7 +57,7 @@ func (r *resizer) sync(ctx context.Context, key string) error {
 	if pvc.Spec.VolumeName == "" || pvc.Status.Phase != v1.ClaimBound || pvc.Spec.StorageClassName == nil {
 		return nil
 	}
-	pv, err := r.pvs.Get(pvc.Spec.VolumeName)
+	pv, err := r.cfg.Client.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("getting the PV of %s: %w", key, err)
 	}

@@ -141,6 +141,26 @@ build_kube_binaries() {
 	log "control plane built in $(elapsed "$start")"
 }
 
+# HEARTLET_CSIMOCK_BIN is upstream's CSI mock driver service as a command
+# (hack/tools/kube/csimock), which the CSI e2e tests run to check heartlet's
+# call sequence against the one upstream expects.
+HEARTLET_CSIMOCK_BIN=$HEARTLET_KUBE_BIN_DIR/csimock
+
+# build_csimock builds hack/tools/kube/csimock into HEARTLET_CSIMOCK_BIN
+# (a few minutes cold, seconds with the control plane's build cache). Does
+# nothing when it is already cached.
+build_csimock() {
+	[[ -x $HEARTLET_CSIMOCK_BIN ]] && return 0
+	local start
+	start=$(now_ms)
+	log "building the CSI mock driver into $HEARTLET_CSIMOCK_BIN"
+	mkdir -p "$HEARTLET_KUBE_BIN_DIR"
+	(cd "$HEARTLET_REPO/hack/tools/kube" && go build -trimpath -ldflags "-s -w" \
+		-o "$HEARTLET_CSIMOCK_BIN.tmp" ./csimock) || return 1
+	mv "$HEARTLET_CSIMOCK_BIN.tmp" "$HEARTLET_CSIMOCK_BIN"
+	log "CSI mock driver built in $(elapsed "$start")"
+}
+
 # build_metrics_server builds metrics-server from hack/tools/metrics-server
 # into HEARTLET_METRICS_SERVER_BIN. Does nothing when it is already cached.
 build_metrics_server() {
@@ -153,4 +173,18 @@ build_metrics_server() {
 		-o "$HEARTLET_METRICS_SERVER_BIN.tmp" sigs.k8s.io/metrics-server/cmd/metrics-server) || return 1
 	mv "$HEARTLET_METRICS_SERVER_BIN.tmp" "$HEARTLET_METRICS_SERVER_BIN"
 	log "metrics-server built in $(elapsed "$start")"
+}
+
+# The storage tests' CSI driver and registrar (test/csi), built from the
+# main module into bin/ next to heartlet; the e2e run finds them through
+# these variables.
+HEARTLET_CSI_DRIVER_BIN=$HEARTLET_REPO/bin/csi-driver
+HEARTLET_CSI_REGISTRAR_BIN=$HEARTLET_REPO/bin/csi-registrar
+
+# build_csi_binaries builds test/csi/driver and the csi-registrar command
+# (seconds when the build cache is warm).
+build_csi_binaries() {
+	(cd "$HEARTLET_REPO" &&
+		go build -o "$HEARTLET_CSI_DRIVER_BIN" ./test/csi/driver &&
+		go build -o "$HEARTLET_CSI_REGISTRAR_BIN" ./test/csi/registrar/cmd/csi-registrar)
 }

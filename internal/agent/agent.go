@@ -41,6 +41,7 @@ import (
 	"github.com/heartlet/heartlet/internal/nodepage"
 	"github.com/heartlet/heartlet/internal/nodestatus"
 	"github.com/heartlet/heartlet/internal/pleg"
+	"github.com/heartlet/heartlet/internal/pluginwatcher"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podfields"
 	"github.com/heartlet/heartlet/internal/podlifecycle"
@@ -155,6 +156,8 @@ type components struct {
 	resizer     *resize.Manager
 	allocations *resize.Store
 
+	// pluginWatcher registers CSI drivers (see csi.go).
+	pluginWatcher *pluginwatcher.Watcher
 	// closers run when Run returns, last first.
 	closers []func()
 }
@@ -412,6 +415,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		NodeName:    a.opts.NodeName,
 		NodeIPs:     conn.nodeIPs,
 		Allocatable: c.allocatable,
+		Plugins:     a.buildVolumePlugins(c, cl, getter),
 	})
 	c.resources = newPodResources(c.cgroups, c.volumes, cfg.PodLogsDir, a.opts.RootDir, c.allocations)
 	startedAt := a.clock.Now()
@@ -603,6 +607,7 @@ func (c *components) run(ctx context.Context) error {
 		g.Go(func() error { return c.urlSource.Run(ctx) })
 	}
 	g.Go(func() error { return c.volumes.Run(ctx) })
+	g.Go(func() error { return c.pluginWatcher.Run(ctx) })
 	g.Go(func() error { return c.rotation.Run(ctx) })
 	if c.apiPods != nil {
 		g.Go(func() error { return c.node.Run(ctx) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -476,5 +477,14 @@ func TestRegisterRefusesVersions(t *testing.T) {
 	d := NewDrivers(nil, nil)
 	if err := d.Register(context.Background(), "x", "/nonexistent", []string{"0.3.0"}); err == nil {
 		t.Fatal("a CSI 0.x driver was registered")
+	}
+}
+
+func TestAttachErrorReason(t *testing.T) {
+	var err error = &AttachError{Msg: "volume x"}
+	err = fmt.Errorf("wrapped: %w", err)
+	var r interface{ EventReason() string }
+	if !errors.As(err, &r) || r.EventReason() != "FailedAttachVolume" || !errors.Is(err, ErrNotAttached) {
+		t.Fatalf("AttachError %v does not carry its reason and sentinel", err)
 	}
 }

@@ -47,8 +47,17 @@ const (
 )
 
 // ErrNotAttached reports a volume whose VolumeAttachment is missing or not
-// attached yet; the caller reports it as FailedAttachVolume.
+// attached yet; it is reported as FailedAttachVolume (see AttachError).
 var ErrNotAttached = errors.New("volume is not attached to the node")
+
+// AttachError is the error of a volume that is not attached: errors.Is
+// finds ErrNotAttached, and its EventReason is upstream's
+// FailedAttachVolume.
+type AttachError struct{ Msg string }
+
+func (e *AttachError) Error() string       { return e.Msg + ": " + ErrNotAttached.Error() }
+func (e *AttachError) Unwrap() error       { return ErrNotAttached }
+func (e *AttachError) EventReason() string { return "FailedAttachVolume" }
 
 // TokenRequester requests service account tokens for the drivers that ask
 // for them (CSIDriver tokenRequests); volume.Getter is one.
@@ -204,7 +213,7 @@ func (p *Publisher) SetUpPersistent(ctx context.Context, pod *v1.Pod, _ *v1.Volu
 		req.attachID = AttachmentName(src.VolumeHandle, src.Driver, p.opts.NodeName)
 		va, err := p.opts.Kube.StorageV1().VolumeAttachments().Get(ctx, req.attachID, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return volume.Mounted{}, fmt.Errorf("volume %q: VolumeAttachment %s does not exist yet: %w", pv.Name, req.attachID, ErrNotAttached)
+			return volume.Mounted{}, &AttachError{Msg: fmt.Sprintf("volume %q: VolumeAttachment %s does not exist yet", pv.Name, req.attachID)}
 		}
 		if err != nil {
 			return volume.Mounted{}, fmt.Errorf("get VolumeAttachment %s: %w", req.attachID, err)
@@ -214,7 +223,7 @@ func (p *Publisher) SetUpPersistent(ctx context.Context, pod *v1.Pod, _ *v1.Volu
 			if e := va.Status.AttachError; e != nil {
 				msg = "attach failed: " + e.Message
 			}
-			return volume.Mounted{}, fmt.Errorf("volume %q: VolumeAttachment %s %s: %w", pv.Name, req.attachID, msg, ErrNotAttached)
+			return volume.Mounted{}, &AttachError{Msg: fmt.Sprintf("volume %q: VolumeAttachment %s %s", pv.Name, req.attachID, msg)}
 		}
 		req.pubCtx = va.Status.AttachmentMetadata
 	}

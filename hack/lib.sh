@@ -148,3 +148,17 @@ build_metrics_server() {
 	mv "$HEARTLET_METRICS_SERVER_BIN.tmp" "$HEARTLET_METRICS_SERVER_BIN"
 	log "metrics-server built in $(elapsed "$start")"
 }
+
+# The storage tests' CSI driver and registrar (test/csi), built from the
+# main module into bin/ next to heartlet; the e2e run finds them through
+# these variables.
+HEARTLET_CSI_DRIVER_BIN=$HEARTLET_REPO/bin/csi-driver
+HEARTLET_CSI_REGISTRAR_BIN=$HEARTLET_REPO/bin/csi-registrar
+
+# build_csi_binaries builds test/csi/driver and the csi-registrar command
+# (seconds when the build cache is warm).
+build_csi_binaries() {
+	(cd "$HEARTLET_REPO" &&
+		go build -o "$HEARTLET_CSI_DRIVER_BIN" ./test/csi/driver &&
+		go build -o "$HEARTLET_CSI_REGISTRAR_BIN" ./test/csi/registrar/cmd/csi-registrar)
+}

@@ -112,11 +112,15 @@ e2e() {
 	local args=(-tags e2e -count=1 -v -timeout 50m)
 	[[ -n ${HEARTLET_E2E_RUN:-} ]] && args+=(-run "$HEARTLET_E2E_RUN")
 	[[ -n ${HEARTLET_E2E_SKIP:-} ]] && args+=(-skip "$HEARTLET_E2E_SKIP")
-	HEARTLET_BIN=$HEARTLET_REPO/bin/heartlet go test "${args[@]}" ./test/e2e/...
+	HEARTLET_BIN=$HEARTLET_REPO/bin/heartlet \
+		HEARTLET_CSI_DRIVER_BIN=$HEARTLET_CSI_DRIVER_BIN \
+		HEARTLET_CSI_REGISTRAR_BIN=$HEARTLET_CSI_REGISTRAR_BIN \
+		go test "${args[@]}" ./test/e2e/...
 }
 
 # The integration tests of single packages against the real containerd,
-# cgroups, tmpfs and control plane (build tag integration).
+# cgroups, tmpfs and control plane (build tag integration), and the storage
+# tests' own CSI parts (csi-sanity against test/csi/driver).
 integration() {
 	# shellcheck source=/dev/null
 	source "$HEARTLET_ENV_FILE"
@@ -124,7 +128,7 @@ integration() {
 		# shellcheck source=/dev/null
 		source "$HEARTLET_KUBE_ENV_FILE"
 	fi
-	go test -tags integration -count=1 ./internal/...
+	go test -tags integration -count=1 ./internal/... ./test/csi/...
 }
 
 # A fresh environment: nothing left from earlier runs or other users.
@@ -147,7 +151,8 @@ kube_start() {
 }
 
 if stage env-start env_start &&
-	stage build go build -o bin/heartlet ./cmd/heartlet; then
+	stage build go build -o bin/heartlet ./cmd/heartlet &&
+	stage build-csi build_csi_binaries; then
 	# Without a control plane the cluster tests skip; the failed stage is
 	# reported either way.
 	if [[ ${HEARTLET_SKIP_KUBE:-} != 1 ]]; then

@@ -159,6 +159,9 @@ func (p *Publisher) SetUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) (volum
 		return volume.Mounted{}, err
 	}
 	src := v.CSI
+	if m, ok := p.alreadyPublished(pod, v.Name, src.ReadOnly != nil && *src.ReadOnly); ok {
+		return m, nil
+	}
 	if _, err := p.opts.Drivers.get(src.Driver); err != nil {
 		return volume.Mounted{}, err
 	}
@@ -191,6 +194,9 @@ func (p *Publisher) SetUpPersistent(ctx context.Context, pod *v1.Pod, _ *v1.Volu
 		return volume.Mounted{}, err
 	}
 	src := pv.Spec.CSI
+	if m, ok := p.alreadyPublished(pod, pv.Name, readOnly); ok {
+		return m, nil
+	}
 	if _, err := p.opts.Drivers.get(src.Driver); err != nil {
 		return volume.Mounted{}, err
 	}
@@ -228,6 +234,18 @@ func (p *Publisher) SetUpPersistent(ctx context.Context, pod *v1.Pod, _ *v1.Volu
 		req.pubCtx = va.Status.AttachmentMetadata
 	}
 	return p.publish(ctx, pod, cd, req)
+}
+
+// alreadyPublished returns the volume of a publication made earlier (or
+// reconstructed after a restart), which needs neither the driver nor the
+// API again; its ownership was applied when it was made.
+func (p *Publisher) alreadyPublished(pod *v1.Pod, name string, readOnly bool) (volume.Mounted, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.published[string(pod.UID)+"/"+name] {
+		return volume.Mounted{}, false
+	}
+	return volume.Mounted{HostPath: filepath.Join(p.PublishDir(pod.UID, name), "mount"), ReadOnly: readOnly}, true
 }
 
 func (p *Publisher) needAPI(pod *v1.Pod) error {

@@ -31,6 +31,7 @@ import (
 	"github.com/heartlet/heartlet/internal/certificate"
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/csi"
 	"github.com/heartlet/heartlet/internal/eviction"
 	"github.com/heartlet/heartlet/internal/healthz"
 	"github.com/heartlet/heartlet/internal/journal"
@@ -156,8 +157,10 @@ type components struct {
 	resizer     *resize.Manager
 	allocations *resize.Store
 
-	// pluginWatcher registers CSI drivers (see csi.go).
+	// pluginWatcher registers CSI drivers; csiVolumes publishes CSI
+	// volumes (see csi.go).
 	pluginWatcher *pluginwatcher.Watcher
+	csiVolumes    *csi.Publisher
 	// closers run when Run returns, last first.
 	closers []func()
 }
@@ -390,6 +393,7 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 		c.recorder = er
 		nodeOpts := a.nodeOptions(cl, conn.nodeIPs, er)
 		nodeOpts.Pressure = c.eviction
+		nodeOpts.VolumesInUse = c.volumesInUse
 		c.node = nodestatus.New(cl.Kube, a.clock, nodeOpts, conn.rt, c.pleg.Healthy)
 		c.allocatable = c.node.Allocatable
 	}

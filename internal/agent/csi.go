@@ -3,6 +3,8 @@ package agent
 import (
 	"path/filepath"
 
+	v1 "k8s.io/api/core/v1"
+
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/heartlet/heartlet/internal/csi"
@@ -33,10 +35,20 @@ func (a *Agent) buildVolumePlugins(c *components, cl *kubeclient.Client, getter 
 	c.closers = append(c.closers, drivers.Close)
 	opts.Drivers = drivers
 	pub := csi.NewPublisher(opts)
+	c.csiVolumes = pub
 	c.pluginWatcher = pluginwatcher.New(pluginwatcher.Options{
 		Dir:      filepath.Join(a.opts.RootDir, "plugins_registry"),
 		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: drivers},
 		Clock:    a.clock,
 	})
 	return []volume.Plugin{pvc.New(pvGetter, pub), pub}
+}
+
+// volumesInUse is the node status's volumesInUse: the CSI volumes
+// published for pods (none before the workers are built).
+func (c *components) volumesInUse() []v1.UniqueVolumeName {
+	if c.csiVolumes == nil {
+		return nil
+	}
+	return c.csiVolumes.VolumesInUse()
 }

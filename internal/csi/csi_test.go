@@ -221,6 +221,9 @@ func TestStageOncePublishPerPod(t *testing.T) {
 		t.Errorf("vol_data.json = %v", d)
 	}
 
+	if got := e.pub.VolumesInUse(); !slices.Equal(got, []v1.UniqueVolumeName{"kubernetes.io/csi/" + testDriver + "^vol-1"}) {
+		t.Errorf("VolumesInUse = %v", got)
+	}
 	// The first pod goes: unpublished only; the last: unstaged too.
 	if err := e.pub.TearDown(ctx, "a"); err != nil {
 		t.Fatal(err)
@@ -233,6 +236,9 @@ func TestStageOncePublishPerPod(t *testing.T) {
 	}
 	if got := srv.got()[4:]; !slices.Equal(got, []string{"unpublish vol-1 " + targets[1], "unstage vol-1"}) {
 		t.Fatalf("calls after the last pod went: %v", got)
+	}
+	if got := e.pub.VolumesInUse(); len(got) != 0 {
+		t.Errorf("VolumesInUse after the last pod = %v", got)
 	}
 	if _, err := os.Stat(filepath.Dir(staging)); !os.IsNotExist(err) {
 		t.Errorf("staging directory left: %v", err)

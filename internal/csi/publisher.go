@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -88,15 +89,15 @@ type Publisher struct {
 	opts PublisherOptions
 
 	mu        sync.Mutex
-	staged    map[string]bool // driver/handle
-	published map[string]bool // uid/name
+	staged    map[string]bool    // driver/handle
+	published map[string]volData // uid/name
 }
 
 var _ volume.Plugin = (*Publisher)(nil)
 
 // NewPublisher returns a Publisher; it has no side effects.
 func NewPublisher(opts PublisherOptions) *Publisher {
-	return &Publisher{opts: opts, staged: map[string]bool{}, published: map[string]bool{}}
+	return &Publisher{opts: opts, staged: map[string]bool{}, published: map[string]volData{}}
 }
 
 // volData is upstream's vol_data.json.
@@ -242,7 +243,7 @@ func (p *Publisher) SetUpPersistent(ctx context.Context, pod *v1.Pod, _ *v1.Volu
 func (p *Publisher) alreadyPublished(pod *v1.Pod, name string, readOnly bool) (volume.Mounted, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.published[string(pod.UID)+"/"+name] {
+	if _, ok := p.published[string(pod.UID)+"/"+name]; !ok {
 		return volume.Mounted{}, false
 	}
 	return volume.Mounted{HostPath: filepath.Join(p.PublishDir(pod.UID, name), "mount"), ReadOnly: readOnly}, true
@@ -342,7 +343,7 @@ func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSID
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.published[key] {
+	if _, ok := p.published[key]; ok {
 		return mounted, nil
 	}
 	stageSecrets, err := p.secrets(ctx, req.stageRef)
@@ -376,10 +377,11 @@ func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSID
 	}
 	// Recorded first, so that a publication that fails half-way is still
 	// unpublished when the pod goes.
-	if err := writeVolData(dir, volData{
+	vd := volData{
 		SpecVolID: req.name, VolumeHandle: req.handle, DriverName: req.driver, NodeName: p.opts.NodeName,
 		AttachmentID: req.attachID, VolumeLifecycleMode: req.mode,
-	}); err != nil {
+	}
+	if err := writeVolData(dir, vd); err != nil {
 		return volume.Mounted{}, err
 	}
 	_, err = drv.client.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
@@ -389,7 +391,7 @@ func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSID
 	if err != nil {
 		return volume.Mounted{}, fmt.Errorf("NodePublishVolume of volume %q (driver %s): %w", req.name, req.driver, err)
 	}
-	p.published[key] = true
+	p.published[key] = vd
 	klog.FromContext(ctx).V(2).Info("CSI volume published", "pod", klog.KObj(pod), "podUID", pod.UID, "volume", req.name, "driver", req.driver)
 	return mounted, nil
 }
@@ -547,7 +549,7 @@ func (p *Publisher) Reconstruct(ctx context.Context, pod *v1.Pod) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for name, d := range vols {
-		p.published[string(pod.UID)+"/"+name] = true
+		p.published[string(pod.UID)+"/"+name] = d
 		if _, err := readVolData(p.StagingDir(d.DriverName, d.VolumeHandle)); err == nil {
 			p.staged[d.DriverName+"/"+d.VolumeHandle] = true
 		}
@@ -658,4 +660,27 @@ func (p *Publisher) inUse(d volData) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// VolumesInUse lists the persistent CSI volumes published for pods, by
+// upstream's unique volume name (kubernetes.io/csi/<driver>^<handle>), for
+// the node's status.volumesInUse: the attach-detach controller does not
+// detach a volume listed there.
+func (p *Publisher) VolumesInUse() []v1.UniqueVolumeName {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := map[v1.UniqueVolumeName]bool{}
+	var out []v1.UniqueVolumeName
+	for _, d := range p.published {
+		if d.VolumeLifecycleMode == modeEphemeral {
+			continue
+		}
+		n := v1.UniqueVolumeName("kubernetes.io/csi/" + d.DriverName + "^" + d.VolumeHandle)
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

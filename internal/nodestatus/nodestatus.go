@@ -119,6 +119,10 @@ type Options struct {
 	// OnRepeatedFailure is called when a status update or Lease renewal
 	// fails again after a retry, e.g. to close the client's connections.
 	OnRepeatedFailure func()
+	// VolumesInUse lists the attachable volumes mounted for pods
+	// (status.volumesInUse, which the attach-detach controller reads before
+	// it detaches); nil reports none.
+	VolumesInUse func() []v1.UniqueVolumeName
 }
 
 // Manager keeps the Node and its Lease up to date.

@@ -245,6 +245,9 @@ func (m *Manager) setStatus(ctx context.Context, node *v1.Node) {
 	m.setNodeInfo(node, version)
 	m.setImages(ctx, node)
 	node.Status.DaemonEndpoints.KubeletEndpoint.Port = m.opts.Port
+	if f := m.opts.VolumesInUse; f != nil {
+		node.Status.VolumesInUse = f()
+	}
 
 	var mem, disk, pid bool
 	if p := m.opts.Pressure; p != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -492,5 +493,48 @@ func TestAttachErrorReason(t *testing.T) {
 	var r interface{ EventReason() string }
 	if !errors.As(err, &r) || r.EventReason() != "FailedAttachVolume" || !errors.Is(err, ErrNotAttached) {
 		t.Fatalf("AttachError %v does not carry its reason and sentinel", err)
+	}
+}
+
+// A driver name that would climb out of the plugin directory is refused at
+// registration, in a volume's spec and in a vol_data.json found on disk.
+func TestDriverNameAttacks(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"../../etc", "a/b", "..", "", strings.Repeat("x", 64), "-x"} {
+		d := NewDrivers(func(context.Context, string) (csipb.NodeClient, io.Closer, error) {
+			t.Fatalf("dialled a driver named %q", name)
+			return nil, nil, nil
+		}, nil)
+		if err := d.Register(ctx, name, "/e", []string{"1.0.0"}); err == nil {
+			t.Errorf("Register(%q) succeeded", name)
+		}
+	}
+	srv := &nodeServer{stage: true}
+	e := newEnv(t, srv, csiDriverObj(nil))
+	pv := csiPV("pv-1", "vol-1")
+	pv.Spec.CSI.Driver = "../../../../tmp"
+	if _, err := e.pub.SetUpPersistent(ctx, pod("a"), claimVolume(), pv, false); err == nil || !strings.Contains(err.Error(), "invalid CSI driver name") {
+		t.Errorf("SetUpPersistent with driver %q: %v", pv.Spec.CSI.Driver, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "plugins")); !os.IsNotExist(err) {
+		t.Errorf("a directory was made for the bad driver: %v", err)
+	}
+	// A vol_data.json naming a bad driver is not acted on: TearDown fails
+	// and keeps everything.
+	dir := e.pub.PublishDir("p", "pv-x")
+	if err := os.MkdirAll(filepath.Join(dir, "mount"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "vol_data.json"), []byte(`{"volumeHandle":"h","driverName":"../../../x"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pub.TearDown(ctx, "p"); err == nil {
+		t.Error("TearDown accepted a vol_data.json with a bad driver name")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mount")); err != nil {
+		t.Errorf("TearDown removed the target of a volume it could not unpublish: %v", err)
+	}
+	if got := srv.got(); len(got) != 0 {
+		t.Errorf("driver calls %v", got)
 	}
 }

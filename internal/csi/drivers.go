@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -36,6 +37,19 @@ import (
 // ErrDriverNotRegistered reports a volume of a driver that has not
 // registered (yet).
 var ErrDriverNotRegistered = errors.New("not found in the list of registered CSI drivers")
+
+// driverNameRE is the CSI spec's rule for driver names: at most 63
+// characters, alphanumeric at both ends, dashes, dots and alphanumerics
+// between. A name that passes cannot climb out of a directory.
+var driverNameRE = regexp.MustCompile(`^[a-zA-Z0-9]([-a-zA-Z0-9.]{0,61}[a-zA-Z0-9])?$`)
+
+// ValidDriverName checks a driver name against the CSI spec's rule.
+func ValidDriverName(name string) error {
+	if !driverNameRE.MatchString(name) || strings.Contains(name, "..") {
+		return fmt.Errorf("invalid CSI driver name %q: want at most 63 characters, alphanumeric at both ends, with dashes, dots and alphanumerics between", name)
+	}
+	return nil
+}
 
 // Dialer connects to a driver's endpoint. The Closer ends the connection.
 type Dialer func(ctx context.Context, endpoint string) (csipb.NodeClient, io.Closer, error)
@@ -98,6 +112,9 @@ func NewDrivers(dial Dialer, info NodeInfoPublisher) *Drivers {
 // speaks CSI 1.x, asks it for its node information and capabilities and
 // publishes the former.
 func (d *Drivers) Register(ctx context.Context, name, endpoint string, versions []string) error {
+	if err := ValidDriverName(name); err != nil {
+		return err
+	}
 	if !supportsV1(versions) {
 		return fmt.Errorf("CSI driver %q supports none of the versions heartlet speaks (1.x): %v", name, versions)
 	}
@@ -175,6 +192,9 @@ func (d *Drivers) Deregister(ctx context.Context, name, endpoint string) {
 
 // get returns a registered driver.
 func (d *Drivers) get(name string) (*driver, error) {
+	if err := ValidDriverName(name); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	drv := d.drivers[name]

@@ -498,16 +498,29 @@ func writeVolData(dir string, d volData) error {
 }
 
 func readVolData(dir string) (volData, error) {
-	var d volData
 	b, err := os.ReadFile(filepath.Join(dir, volDataFile))
 	if err != nil {
-		return d, err
+		return volData{}, err
 	}
-	if err := json.Unmarshal(b, &d); err != nil {
+	d, err := parseVolData(b)
+	if err != nil {
 		return d, fmt.Errorf("%s in %s: %w", volDataFile, dir, err)
 	}
-	if d.VolumeHandle == "" || d.DriverName == "" {
-		return d, fmt.Errorf("%s in %s names no driver or volume", volDataFile, dir)
+	return d, nil
+}
+
+// parseVolData decodes and checks a vol_data.json: it must name a volume
+// and a driver whose name is valid (it becomes a directory name).
+func parseVolData(b []byte) (volData, error) {
+	var d volData
+	if err := json.Unmarshal(b, &d); err != nil {
+		return volData{}, err
+	}
+	if d.VolumeHandle == "" {
+		return volData{}, errors.New("no volume handle")
+	}
+	if err := ValidDriverName(d.DriverName); err != nil {
+		return volData{}, err
 	}
 	return d, nil
 }

@@ -188,6 +188,16 @@ func (d *csiDriver) waitCall(t *testing.T, method, volumeID string) csiCall {
 // each other; it returns the volume handle.
 func (d *csiDriver) provision(t *testing.T, claim string) (handle, pvName string) {
 	t.Helper()
+	handle, pvName = d.provisionPV(t, claim)
+	empty := ""
+	createClaim(t, claim, pvName, &empty)
+	return handle, pvName
+}
+
+// provisionPV creates a volume and its PersistentVolume, reserved for the
+// claim default/claim (which may not exist yet).
+func (d *csiDriver) provisionPV(t *testing.T, claim string) (handle, pvName string) {
+	t.Helper()
 	conn, err := grpc.NewClient("unix://"+d.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +218,6 @@ func (d *csiDriver) provision(t *testing.T, claim string) (handle, pvName string
 	}
 	handle = resp.GetVolume().GetVolumeId()
 	pvName = "pv-" + claim
-	empty := ""
 	pv := &v1.PersistentVolume{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
 		ObjectMeta: metav1.ObjectMeta{Name: pvName},
@@ -224,7 +233,6 @@ func (d *csiDriver) provision(t *testing.T, claim string) (handle, pvName string
 		},
 	}
 	createObject(t, pv, "pv", pvName)
-	createClaim(t, claim, pvName, &empty)
 	return handle, pvName
 }
 
@@ -501,4 +509,41 @@ func TestClusterCSIKillRestart(t *testing.T) {
 	if slices.ContainsFunc(d.calls(t), func(c csiCall) bool { return c.Method == "NodePublishVolume" && c.Error != "" }) {
 		t.Errorf("failed publications: %+v", d.calls(t))
 	}
+}
+
+// A generic ephemeral volume: the ephemeral-volume controller creates the
+// claim <pod>-<volume> owned by the pod, it binds to a CSI volume made for
+// it, and heartlet stages and publishes it, then tears it down with the
+// pod.
+func TestClusterCSIGenericEphemeral(t *testing.T) {
+	h := startClusterHeartlet(t, clusterOptions{})
+	d := startCSIDriver(t, h)
+	handle, pvName := d.provisionPV(t, "gen-eph-scratch")
+	empty := ""
+	createPod(t, apiPod("gen-eph", func(p *v1.Pod) {
+		c := shContainer("main", "echo generic > /scratch/f; "+sleeper)
+		c.VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+		p.Spec.Containers = []v1.Container{c}
+		p.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{
+			VolumeClaimTemplate: &v1.PersistentVolumeClaimTemplate{Spec: v1.PersistentVolumeClaimSpec{
+				AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+				StorageClassName: &empty,
+				VolumeName:       pvName,
+				Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("32Mi")}},
+			}},
+		}}}}
+	}))
+	p := waitAPIPodRunning(t, h, "gen-eph")
+	target := csiTarget(h, string(p.UID), pvName)
+	d.waitCall(t, "NodeStageVolume", handle)
+	if pub := d.waitCall(t, "NodePublishVolume", handle); pub.TargetPath != target {
+		t.Errorf("published at %s, want %s", pub.TargetPath, target)
+	}
+	waitFor(t, 30*time.Second, "the pod's file in the generic ephemeral volume", func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(target, "f"))
+		return err == nil && string(b) == "generic\n", fmt.Sprintf("%q %v", b, err)
+	})
+	deletePodAndWait(t, "gen-eph")
+	d.waitCall(t, "NodeUnpublishVolume", handle)
+	d.waitCall(t, "NodeUnstageVolume", handle)
 }

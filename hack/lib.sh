@@ -135,6 +135,26 @@ build_kube_binaries() {
 	log "control plane built in $(elapsed "$start")"
 }
 
+# HEARTLET_CSIMOCK_BIN is upstream's CSI mock driver service as a command
+# (hack/tools/kube/csimock), which the CSI e2e tests run to check heartlet's
+# call sequence against the one upstream expects.
+HEARTLET_CSIMOCK_BIN=$HEARTLET_KUBE_BIN_DIR/csimock
+
+# build_csimock builds hack/tools/kube/csimock into HEARTLET_CSIMOCK_BIN
+# (a few minutes cold, seconds with the control plane's build cache). Does
+# nothing when it is already cached.
+build_csimock() {
+	[[ -x $HEARTLET_CSIMOCK_BIN ]] && return 0
+	local start
+	start=$(now_ms)
+	log "building the CSI mock driver into $HEARTLET_CSIMOCK_BIN"
+	mkdir -p "$HEARTLET_KUBE_BIN_DIR"
+	(cd "$HEARTLET_REPO/hack/tools/kube" && go build -trimpath -ldflags "-s -w" \
+		-o "$HEARTLET_CSIMOCK_BIN.tmp" ./csimock) || return 1
+	mv "$HEARTLET_CSIMOCK_BIN.tmp" "$HEARTLET_CSIMOCK_BIN"
+	log "CSI mock driver built in $(elapsed "$start")"
+}
+
 # build_metrics_server builds metrics-server from hack/tools/metrics-server
 # into HEARTLET_METRICS_SERVER_BIN. Does nothing when it is already cached.
 build_metrics_server() {

@@ -102,6 +102,8 @@ if [[ $mode == test ]]; then
 	# The cluster-mode tests' control plane (hack/kube.sh); a one-time cold
 	# build of about 22 minutes, then cached under $HEARTLET_KUBE_BIN_DIR.
 	build_kube_binaries
+	# Upstream's CSI mock driver for the CSI e2e tests, from the same module.
+	build_csimock
 
 	# metrics-server for the kubectl top e2e test (hack/tools/metrics-server).
 	build_metrics_server

@@ -164,6 +164,11 @@ func TestFilesystemVolume(t *testing.T) {
 	}
 	_, err = c.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
 	wantCode(t, "NodeUnstageVolume while published", err, codes.FailedPrecondition)
+	_, err = c.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol-unknown", TargetPath: rw})
+	wantCode(t, "NodeUnpublishVolume of an unknown volume at a mounted target", err, codes.NotFound)
+	if ok, _ := mounted(rw); !ok {
+		t.Fatal("an unpublish naming another volume unmounted the target")
+	}
 	for _, p := range []string{rw, ro} {
 		_, err = c.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: p})
 		must(t, "NodeUnpublishVolume", err)
@@ -290,6 +295,8 @@ func TestEphemeralVolumeAndPodInfo(t *testing.T) {
 	}
 	_, err = c.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-abc", TargetPath: target})
 	must(t, "NodeUnpublishVolume", err)
+	_, err = c.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "csi-abc", TargetPath: target})
+	must(t, "repeating NodeUnpublishVolume of the deleted inline volume", err)
 	if _, err := os.Stat(stateDirs{td.cfg.StateDir}.volumeDir("csi-abc")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the inline volume outlived its publication: %v", err)
 	}

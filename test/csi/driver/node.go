@@ -150,11 +150,14 @@ func (d *driver) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolu
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	path := req.GetStagingTargetPath()
 	v, ok := d.state.Volumes[req.GetVolumeId()]
 	if !ok {
-		return nil, notFound(req.GetVolumeId())
+		if err := goneUnlessMounted(req.GetVolumeId(), path); err != nil {
+			return nil, err
+		}
+		return &csi.NodeUnstageVolumeResponse{}, nil
 	}
-	path := req.GetStagingTargetPath()
 	for t, pub := range v.Targets {
 		if pub.StagingPath == path {
 			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still published at %s", v.ID, t)
@@ -353,11 +356,19 @@ func (d *driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	path := req.GetTargetPath()
 	v, ok := d.state.Volumes[req.GetVolumeId()]
 	if !ok {
-		return nil, notFound(req.GetVolumeId())
+		if err := goneUnlessMounted(req.GetVolumeId(), path); err != nil {
+			return nil, err
+		}
+		// Repeated after it succeeded (an inline volume is gone by then):
+		// only the empty target may be left.
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, status.Errorf(codes.Internal, "removing the target %s: %v", path, err)
+		}
+		return &csi.NodeUnpublishVolumeResponse{}, nil
 	}
-	path := req.GetTargetPath()
 	t, published := v.Targets[path]
 	if err := unmountAll(path); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -382,6 +393,21 @@ func (d *driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// goneUnlessMounted answers an unpublish or unstage of a volume the driver
+// does not know: done (nil) when nothing is mounted at path, as for a call
+// repeated after it succeeded, and NotFound when something is, since that
+// mount is not the driver's to remove.
+func goneUnlessMounted(id, path string) error {
+	ok, err := mounted(path)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	if ok {
+		return notFound(id)
+	}
+	return nil
 }
 
 // volumeAt returns the volume published or staged at path.

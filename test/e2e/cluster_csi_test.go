@@ -25,6 +25,10 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/heartlet/heartlet/test/csi/controller"
 )
 
 // The storage tests run the project's own CSI driver (test/csi/driver) and
@@ -55,6 +59,14 @@ type csiCall struct {
 // the CSIDriver object and waits until heartlet has published the driver in
 // the node's CSINode. Everything stops and is removed when the test ends.
 func startCSIDriver(t *testing.T, h *heartlet) *csiDriver {
+	t.Helper()
+	return startCSIDriverWith(t, h, false)
+}
+
+// startCSIDriverWith is startCSIDriver; with attach, the CSIDriver says
+// attachRequired and the driver refuses volumes not attached to the node,
+// and the test's attacher (test/csi/controller) attaches them.
+func startCSIDriverWith(t *testing.T, h *heartlet, attach bool) *csiDriver {
 	t.Helper()
 	driverBin, registrarBin := os.Getenv("HEARTLET_CSI_DRIVER_BIN"), os.Getenv("HEARTLET_CSI_REGISTRAR_BIN")
 	if driverBin == "" || registrarBin == "" {
@@ -102,17 +114,21 @@ func startCSIDriver(t *testing.T, h *heartlet) *csiDriver {
 			t.Errorf("driver teardown: %v: %s", err, out)
 		}
 	})
-	start("csi-driver", driverBin, "--endpoint", d.socket, "--name", csiDriverName, "--node-id", clusterNode,
-		"--state-dir", stateDir, "--record", d.recordPath, "--backing-size", fmt.Sprint(512<<20))
+	driverArgs := []string{"--endpoint", d.socket, "--name", csiDriverName, "--node-id", clusterNode,
+		"--state-dir", stateDir, "--record", d.recordPath, "--backing-size", fmt.Sprint(512 << 20)}
+	if attach {
+		driverArgs = append(driverArgs, "--require-attach")
+	}
+	start("csi-driver", driverBin, driverArgs...)
 	start("csi-registrar", registrarBin, "--csi-address", d.socket, "--driver-name", csiDriverName,
 		"--plugin-registration-path", filepath.Join(h.rootDir, "plugins_registry"))
 
-	no, yes := false, true
+	yes := true
 	createObject(t, &storagev1.CSIDriver{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "CSIDriver"},
 		ObjectMeta: metav1.ObjectMeta{Name: csiDriverName},
 		Spec: storagev1.CSIDriverSpec{
-			AttachRequired: &no, PodInfoOnMount: &yes,
+			AttachRequired: &attach, PodInfoOnMount: &yes,
 			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral},
 		},
 	}, "csidriver", csiDriverName)
@@ -130,6 +146,65 @@ func startCSIDriver(t *testing.T, h *heartlet) *csiDriver {
 		return false, fmt.Sprintf("drivers %+v", cn.Spec.Drivers)
 	})
 	return d
+}
+
+// runController runs the test provisioner, attacher and resizer of
+// test/csi/controller for the driver until the test ends, and creates the
+// driver's StorageClass, named after the driver.
+func (d *csiDriver) runController(t *testing.T) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", adminKubeconfig)
+	if err != nil {
+		t.Fatalf("load %s: %v", adminKubeconfig, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := controller.Dial(d.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- controller.Run(ctx, controller.Config{Client: cs, CSI: conn, DriverName: csiDriverName})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil {
+			t.Errorf("test controller: %v", err)
+		}
+		_ = conn.Close()
+	})
+	del := v1.PersistentVolumeReclaimDelete
+	createObject(t, &storagev1.StorageClass{
+		TypeMeta:      metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
+		ObjectMeta:    metav1.ObjectMeta{Name: csiDriverName},
+		Provisioner:   csiDriverName,
+		ReclaimPolicy: &del,
+	}, "storageclass", csiDriverName)
+}
+
+// dynamicClaim creates a claim of the driver's StorageClass, waits until
+// the provisioner's volume is bound to it, and returns the volume handle
+// and the PV's name.
+func (d *csiDriver) dynamicClaim(t *testing.T, claim string) (handle, pvName string) {
+	t.Helper()
+	class := csiDriverName
+	createClaim(t, claim, "", &class)
+	var c v1.PersistentVolumeClaim
+	if err := getJSON(&c, "pvc", "-n", "default", claim); err != nil {
+		t.Fatal(err)
+	}
+	var pv v1.PersistentVolume
+	if err := getJSON(&pv, "pv", c.Spec.VolumeName); err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != csiDriverName {
+		t.Fatalf("claim %s bound to %s, not a volume of %s", claim, pv.Name, csiDriverName)
+	}
+	return pv.Spec.CSI.VolumeHandle, pv.Name
 }
 
 // calls reads the driver's record file.
@@ -299,14 +374,15 @@ func isMounted(t *testing.T, path string) bool {
 	return false
 }
 
-// A pod writes to a CSI volume of a claim; the volume is staged once
-// (upstream's global mount) and published into the pod's directory; once
-// the pod is deleted it is unpublished and unstaged; a new pod on the same
-// claim reads the data back.
+// A pod writes to a dynamically provisioned CSI volume; the volume is
+// staged once (upstream's global mount) and published into the pod's
+// directory; once the pod is deleted it is unpublished and unstaged; a new
+// pod on the same claim reads the data back.
 func TestClusterCSIPersistent(t *testing.T) {
 	h := startClusterHeartlet(t, clusterOptions{})
 	d := startCSIDriver(t, h)
-	handle, pvName := d.provision(t, "csi-data")
+	d.runController(t)
+	handle, pvName := d.dynamicClaim(t, "csi-data")
 
 	// The node annotation maps the driver to its node ID, as upstream.
 	n, err := getNode()
@@ -546,4 +622,46 @@ func TestClusterCSIGenericEphemeral(t *testing.T) {
 	deletePodAndWait(t, "gen-eph")
 	d.waitCall(t, "NodeUnpublishVolume", handle)
 	d.waitCall(t, "NodeUnstageVolume", handle)
+}
+
+// A driver that needs attaching: the attach-detach controller (the node
+// says it manages its attachments) creates the VolumeAttachment, the
+// test's attacher attaches it, and heartlet stages and publishes only then,
+// with the attachment's publish context (the driver refuses the volume
+// without it); the node reports the volume in use.
+func TestClusterCSIAttach(t *testing.T) {
+	h := startClusterHeartlet(t, clusterOptions{})
+	n, err := getNode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Annotations["volumes.kubernetes.io/controller-managed-attach-detach"] != "true" {
+		t.Fatalf("node annotations %v: the attach-detach controller would not attach its volumes", n.Annotations)
+	}
+	d := startCSIDriverWith(t, h, true)
+	d.runController(t)
+	handle, pvName := d.dynamicClaim(t, "csi-attached")
+	createPod(t, claimPod("csi-attached", "csi-attached", "echo attached > /data/f; "+sleeper, nil))
+	p := waitAPIPodRunning(t, h, "csi-attached")
+	pub := d.waitCall(t, "NodePublishVolume", handle)
+	if pub.TargetPath != csiTarget(h, string(p.UID), pvName) {
+		t.Errorf("published at %s", pub.TargetPath)
+	}
+	unique := v1.UniqueVolumeName("kubernetes.io/csi/" + csiDriverName + "^" + handle)
+	waitFor(t, 60*time.Second, "the volume in the node's volumesInUse", func() (bool, string) {
+		n, err := getNode()
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Contains(n.Status.VolumesInUse, unique), fmt.Sprintf("volumesInUse %v, volumesAttached %v", n.Status.VolumesInUse, n.Status.VolumesAttached)
+	})
+	deletePodAndWait(t, "csi-attached")
+	d.waitCall(t, "NodeUnstageVolume", handle)
+	waitFor(t, 60*time.Second, "the volume out of volumesInUse", func() (bool, string) {
+		n, err := getNode()
+		if err != nil {
+			return false, err.Error()
+		}
+		return !slices.Contains(n.Status.VolumesInUse, unique), fmt.Sprintf("volumesInUse %v", n.Status.VolumesInUse)
+	})
 }

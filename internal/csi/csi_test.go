@@ -37,6 +37,7 @@ const (
 type nodeServer struct {
 	csipb.UnimplementedNodeServer
 	stage      bool
+	mountGroup bool
 	publishErr error
 
 	mu    sync.Mutex
@@ -67,9 +68,15 @@ func (s *nodeServer) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*c
 
 func (s *nodeServer) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
 	resp := &csipb.NodeGetCapabilitiesResponse{}
-	if s.stage {
+	add := func(t csipb.NodeServiceCapability_RPC_Type) {
 		resp.Capabilities = append(resp.Capabilities, &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{
-			Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}}})
+			Rpc: &csipb.NodeServiceCapability_RPC{Type: t}}})
+	}
+	if s.stage {
+		add(csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+	}
+	if s.mountGroup {
+		add(csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
 	}
 	return resp, nil
 }
@@ -536,5 +543,51 @@ func TestDriverNameAttacks(t *testing.T) {
 	}
 	if got := srv.got(); len(got) != 0 {
 		t.Errorf("driver calls %v", got)
+	}
+}
+
+// fsGroupPolicy decides whether heartlet gives the volume to the pod's
+// fsGroup, and a driver with VOLUME_MOUNT_GROUP gets the group instead.
+func TestFSGroup(t *testing.T) {
+	file, none := storagev1.FileFSGroupPolicy, storagev1.NoneFSGroupPolicy
+	tests := []struct {
+		name       string
+		policy     *storagev1.FSGroupPolicy
+		fsType     string
+		modes      []v1.PersistentVolumeAccessMode
+		mountGroup bool
+		wantOwn    bool
+		wantGroup  string
+	}{
+		{name: "default with fsType and RWO", fsType: "ext4", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, wantOwn: true},
+		{name: "default without fsType", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}},
+		{name: "default RWX", fsType: "ext4", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany}},
+		{name: "File", policy: &file, modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany}, wantOwn: true},
+		{name: "None", policy: &none, fsType: "ext4", modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}},
+		{name: "delegated to the driver", policy: &file, mountGroup: true, modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, wantGroup: "2000"},
+		{name: "None is not delegated", policy: &none, mountGroup: true, modes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &nodeServer{mountGroup: tc.mountGroup}
+			e := newEnv(t, srv, csiDriverObj(func(cd *storagev1.CSIDriver) { cd.Spec.FSGroupPolicy = tc.policy }))
+			pv := csiPV("pv-1", "vol-1")
+			pv.Spec.CSI.FSType = tc.fsType
+			pv.Spec.AccessModes = tc.modes
+			p := pod("a")
+			g := int64(2000)
+			p.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: &g}
+			m, err := e.pub.SetUpPersistent(context.Background(), p, claimVolume(), pv, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Ownership != tc.wantOwn {
+				t.Errorf("Ownership = %v, want %v", m.Ownership, tc.wantOwn)
+			}
+			req := srv.last["publish"].(*csipb.NodePublishVolumeRequest)
+			if got := req.GetVolumeCapability().GetMount().GetVolumeMountGroup(); got != tc.wantGroup {
+				t.Errorf("VolumeMountGroup = %q, want %q", got, tc.wantGroup)
+			}
+		})
 	}
 }

@@ -86,6 +86,8 @@ type driver struct {
 	client   csipb.NodeClient
 	closer   io.Closer
 	stage    bool // STAGE_UNSTAGE_VOLUME
+	// mountGroup: VOLUME_MOUNT_GROUP, the driver applies the pod's fsGroup.
+	mountGroup bool
 }
 
 // Drivers is the set of registered CSI drivers; it implements
@@ -159,8 +161,11 @@ func (d *Drivers) probe(ctx context.Context, name, endpoint string, client csipb
 	}
 	drv := &driver{name: name, endpoint: endpoint, client: client}
 	for _, c := range caps.GetCapabilities() {
-		if c.GetRpc().GetType() == csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME {
+		switch c.GetRpc().GetType() {
+		case csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME:
 			drv.stage = true
+		case csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP:
+			drv.mountGroup = true
 		}
 	}
 	if d.info != nil {

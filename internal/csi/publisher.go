@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -330,6 +331,18 @@ func ownership(cd *storagev1.CSIDriver, req request) bool {
 	return req.fsType != "" && req.rwoOnly
 }
 
+// podFSGroup is the pod's fsGroup as a decimal string, "" without one.
+func podFSGroup(pod *v1.Pod) string {
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		return strconv.FormatInt(*sc.FSGroup, 10)
+	}
+	return ""
+}
+
+func policyNone(cd *storagev1.CSIDriver) bool {
+	return cd != nil && cd.Spec.FSGroupPolicy != nil && *cd.Spec.FSGroupPolicy == storagev1.NoneFSGroupPolicy
+}
+
 // publish stages (when the driver stages) and publishes req for pod.
 func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSIDriver, req request) (volume.Mounted, error) {
 	drv, err := p.opts.Drivers.get(req.driver)
@@ -339,6 +352,13 @@ func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSID
 	dir := p.PublishDir(pod.UID, req.name)
 	target := filepath.Join(dir, "mount")
 	mounted := volume.Mounted{HostPath: target, ReadOnly: req.readOnly, Ownership: ownership(cd, req)}
+	// A driver with VOLUME_MOUNT_GROUP applies the fsGroup itself, as
+	// upstream delegates it, unless the policy says None.
+	mountGroup := ""
+	if fsGroup := podFSGroup(pod); fsGroup != "" && drv.mountGroup && !policyNone(cd) {
+		mountGroup = fsGroup
+		mounted.Ownership = false
+	}
 	key := string(pod.UID) + "/" + req.name
 
 	p.mu.Lock()
@@ -355,7 +375,7 @@ func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSID
 		return volume.Mounted{}, err
 	}
 	capability := &csipb.VolumeCapability{
-		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: req.fsType, MountFlags: req.mountFlags}},
+		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: req.fsType, MountFlags: req.mountFlags, VolumeMountGroup: mountGroup}},
 		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: req.accessMode},
 	}
 	staging := ""

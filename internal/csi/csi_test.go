@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -589,5 +590,44 @@ func TestFSGroup(t *testing.T) {
 				t.Errorf("VolumeMountGroup = %q, want %q", got, tc.wantGroup)
 			}
 		})
+	}
+}
+
+type fakeTokens struct {
+	reqs []*authenticationv1.TokenRequest
+}
+
+func (f *fakeTokens) RequestToken(_ context.Context, ns, sa string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	f.reqs = append(f.reqs, req)
+	out := req.DeepCopy()
+	out.Status.Token = "token-for-" + req.Spec.Audiences[0] + "-" + ns + "-" + sa
+	return out, nil
+}
+
+// A driver with tokenRequests gets the pod's service account tokens, bound
+// to the pod, in the volume context.
+func TestTokenRequests(t *testing.T) {
+	srv := &nodeServer{}
+	exp := int64(3600)
+	e := newEnv(t, srv, csiDriverObj(func(cd *storagev1.CSIDriver) {
+		cd.Spec.TokenRequests = []storagev1.TokenRequest{{Audience: "vault", ExpirationSeconds: &exp}}
+	}))
+	tokens := &fakeTokens{}
+	e.pub.opts.Tokens = tokens
+	if _, err := e.pub.SetUpPersistent(context.Background(), pod("a"), claimVolume(), csiPV("pv-1", "vol-1"), false); err != nil {
+		t.Fatal(err)
+	}
+	if len(tokens.reqs) != 1 || tokens.reqs[0].Spec.BoundObjectRef == nil || tokens.reqs[0].Spec.BoundObjectRef.UID != "a" || *tokens.reqs[0].Spec.ExpirationSeconds != exp {
+		t.Fatalf("token requests %+v, want one bound to the pod", tokens.reqs)
+	}
+	var got map[string]struct {
+		Token string `json:"token"`
+	}
+	req := srv.last["publish"].(*csipb.NodePublishVolumeRequest)
+	if err := json.Unmarshal([]byte(req.VolumeContext[keyTokens]), &got); err != nil {
+		t.Fatalf("tokens in the volume context: %v (%q)", err, req.VolumeContext[keyTokens])
+	}
+	if got["vault"].Token != "token-for-vault-ns-sa" {
+		t.Errorf("tokens %+v", got)
 	}
 }

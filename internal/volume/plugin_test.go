@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -132,5 +133,33 @@ func TestPluginReconstructOnAdopt(t *testing.T) {
 	}
 	if !slices.Equal(fp.calls, []string{"reconstruct uid-3"}) {
 		t.Fatalf("plugin calls %v, want one reconstruct", fp.calls)
+	}
+}
+
+// A subPath of a plugin's volume is opened beneath the volume and bound
+// like any other; one that climbs out is refused.
+func TestPluginVolumeSubPath(t *testing.T) {
+	e := newEnv(t, true)
+	vol := filepath.Join(t.TempDir(), "published")
+	if err := os.MkdirAll(filepath.Join(vol, "db"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.m.opts.Plugins = []Plugin{&fakePlugin{mounted: Mounted{HostPath: vol}}}
+	pod := newPod("uid-4", csiVolume("data"))
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/var/lib/db", SubPath: "db"}}
+	if err := e.m.Prepare(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.m.Mounts(context.Background(), pod, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got[0].HostPath, "volume-subpaths") || !strings.HasSuffix(e.mounter.bound(got[0].HostPath), "/published/db") {
+		t.Errorf("subPath mount %s bound from %s", got[0].HostPath, e.mounter.bound(got[0].HostPath))
+	}
+	c.VolumeMounts[0].SubPath = "../../etc"
+	if _, err := e.m.Mounts(context.Background(), pod, c); !errors.Is(err, ErrInvalidSubPath) {
+		t.Errorf("a subPath climbing out of the plugin's volume: %v, want ErrInvalidSubPath", err)
 	}
 }

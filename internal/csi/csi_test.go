@@ -39,6 +39,7 @@ type nodeServer struct {
 	csipb.UnimplementedNodeServer
 	stage      bool
 	mountGroup bool
+	stageErr   error
 	publishErr error
 
 	mu    sync.Mutex
@@ -85,6 +86,9 @@ func (s *nodeServer) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabili
 func (s *nodeServer) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
 	if _, err := os.Stat(r.StagingTargetPath); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "staging path: %v", err)
+	}
+	if s.stageErr != nil {
+		return nil, s.stageErr
 	}
 	s.record("stage "+r.VolumeId, r)
 	return &csipb.NodeStageVolumeResponse{}, nil
@@ -629,5 +633,25 @@ func TestTokenRequests(t *testing.T) {
 	}
 	if got["vault"].Token != "token-for-vault-ns-sa" {
 		t.Errorf("tokens %+v", got)
+	}
+}
+
+// A stage that fails half-way is still undone when the pod goes.
+func TestStageErrorIsUndone(t *testing.T) {
+	srv := &nodeServer{stage: true, stageErr: status.Error(codes.Internal, "mount failed: device busy")}
+	e := newEnv(t, srv, csiDriverObj(nil))
+	ctx := context.Background()
+	if _, err := e.pub.SetUpPersistent(ctx, pod("a"), claimVolume(), csiPV("pv-1", "vol-1"), false); err == nil || !strings.Contains(err.Error(), "device busy") {
+		t.Fatalf("error %v, want the driver's message", err)
+	}
+	if err := e.pub.TearDown(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	got := srv.got()
+	if len(got) != 2 || !strings.HasPrefix(got[0], "unpublish vol-1") || got[1] != "unstage vol-1" {
+		t.Fatalf("driver calls %v, want an unpublish and an unstage", got)
+	}
+	if _, err := os.Stat(e.pub.StagingDir(testDriver, "vol-1")); !os.IsNotExist(err) {
+		t.Errorf("staging directory left: %v", err)
 	}
 }

@@ -378,6 +378,21 @@ func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSID
 		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: req.fsType, MountFlags: req.mountFlags, VolumeMountGroup: mountGroup}},
 		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: req.accessMode},
 	}
+	if _, err := volume.MakePodDir(p.opts.RootDir, pod.UID, "volumes", PluginDir); err != nil {
+		return volume.Mounted{}, err
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return volume.Mounted{}, fmt.Errorf("create %s: %w", dir, err)
+	}
+	// Recorded before staging and publishing, so that what fails half-way
+	// is still unpublished and unstaged when the pod goes.
+	vd := volData{
+		SpecVolID: req.name, VolumeHandle: req.handle, DriverName: req.driver, NodeName: p.opts.NodeName,
+		AttachmentID: req.attachID, VolumeLifecycleMode: req.mode,
+	}
+	if err := writeVolData(dir, vd); err != nil {
+		return volume.Mounted{}, err
+	}
 	staging := ""
 	if drv.stage && req.mode == modePersistent {
 		staging = filepath.Join(p.StagingDir(req.driver, req.handle), globalMount)
@@ -387,21 +402,6 @@ func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSID
 	}
 	volCtx, err := p.volumeContext(ctx, pod, cd, req)
 	if err != nil {
-		return volume.Mounted{}, err
-	}
-	if _, err := volume.MakePodDir(p.opts.RootDir, pod.UID, "volumes", PluginDir); err != nil {
-		return volume.Mounted{}, err
-	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return volume.Mounted{}, fmt.Errorf("create %s: %w", dir, err)
-	}
-	// Recorded first, so that a publication that fails half-way is still
-	// unpublished when the pod goes.
-	vd := volData{
-		SpecVolID: req.name, VolumeHandle: req.handle, DriverName: req.driver, NodeName: p.opts.NodeName,
-		AttachmentID: req.attachID, VolumeLifecycleMode: req.mode,
-	}
-	if err := writeVolData(dir, vd); err != nil {
 		return volume.Mounted{}, err
 	}
 	_, err = drv.client.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{

@@ -200,7 +200,8 @@ func (w *Watcher) register(ctx context.Context, path string) (registered, error)
 	defer func() { _ = conn.Close() }()
 	client := registerapi.NewRegistrationClient(conn)
 	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
-	info, err := client.GetInfo(callCtx, &registerapi.InfoRequest{})
+	// A socket appears (bind) a moment before it is served (listen).
+	info, err := client.GetInfo(callCtx, &registerapi.InfoRequest{}, grpc.WaitForReady(true))
 	cancel()
 	if err != nil {
 		return registered{}, fmt.Errorf("GetInfo of %s: %w", path, err)

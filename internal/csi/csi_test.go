@@ -655,3 +655,32 @@ func TestStageErrorIsUndone(t *testing.T) {
 		t.Errorf("staging directory left: %v", err)
 	}
 }
+
+// A driver registered a moment before it serves its socket (its
+// registrar was quicker) is waited for.
+func TestRegisterWaitsForTheDriver(t *testing.T) {
+	dir, err := os.MkdirTemp("", "csi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "csi.sock")
+	d := NewDrivers(nil, nil)
+	defer d.Close()
+	done := make(chan error, 1)
+	go func() { done <- d.Register(context.Background(), testDriver, sock, []string{"1.0.0"}) }()
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	csipb.RegisterNodeServer(s, &nodeServer{stage: true})
+	go func() { _ = s.Serve(l) }()
+	defer s.Stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	if drv, err := d.get(testDriver); err != nil || !drv.stage {
+		t.Fatalf("driver %+v, %v", drv, err)
+	}
+}

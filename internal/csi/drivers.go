@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -146,16 +147,22 @@ func (d *Drivers) Register(ctx context.Context, name, endpoint string, versions 
 	return nil
 }
 
+// probeTimeout bounds the wait for a new driver to serve its socket and
+// answer: its registrar may register it before it listens.
+const probeTimeout = 30 * time.Second
+
 // probe reads a new driver's node information and capabilities.
 func (d *Drivers) probe(ctx context.Context, name, endpoint string, client csipb.NodeClient) (*driver, error) {
-	info, err := client.NodeGetInfo(ctx, &csipb.NodeGetInfoRequest{})
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	info, err := client.NodeGetInfo(ctx, &csipb.NodeGetInfoRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		return nil, fmt.Errorf("NodeGetInfo of CSI driver %q: %w", name, err)
 	}
 	if info.GetNodeId() == "" {
 		return nil, fmt.Errorf("CSI driver %q reported an empty node ID", name)
 	}
-	caps, err := client.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
+	caps, err := client.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		return nil, fmt.Errorf("NodeGetCapabilities of CSI driver %q: %w", name, err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/heartlet/heartlet/internal/certificate"
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/csi"
 	"github.com/heartlet/heartlet/internal/eviction"
 	"github.com/heartlet/heartlet/internal/healthz"
 	"github.com/heartlet/heartlet/internal/journal"
@@ -41,6 +42,7 @@ import (
 	"github.com/heartlet/heartlet/internal/nodepage"
 	"github.com/heartlet/heartlet/internal/nodestatus"
 	"github.com/heartlet/heartlet/internal/pleg"
+	"github.com/heartlet/heartlet/internal/pluginwatcher"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podfields"
 	"github.com/heartlet/heartlet/internal/podlifecycle"
@@ -157,6 +159,10 @@ type components struct {
 	resizer     *resize.Manager
 	allocations *resize.Store
 
+	// pluginWatcher registers CSI drivers; csiVolumes publishes CSI
+	// volumes (see csi.go).
+	pluginWatcher *pluginwatcher.Watcher
+	csiVolumes    *csi.Publisher
 	// closers run when Run returns, last first.
 	closers []func()
 }
@@ -392,6 +398,7 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 		c.recorder = er
 		nodeOpts := a.nodeOptions(cl, conn.nodeIPs, er)
 		nodeOpts.Pressure = c.eviction
+		nodeOpts.VolumesInUse = c.volumesInUse
 		c.node = nodestatus.New(cl.Kube, a.clock, nodeOpts, conn.rt, c.pleg.Healthy)
 		c.allocatable = c.node.Allocatable
 	}
@@ -417,6 +424,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		NodeName:    a.opts.NodeName,
 		NodeIPs:     conn.nodeIPs,
 		Allocatable: c.allocatable,
+		Plugins:     a.buildVolumePlugins(c, cl, getter),
 	})
 	c.resources = newPodResources(c.cgroups, c.volumes, c.userns, cfg.PodLogsDir, a.opts.RootDir, c.allocations)
 	startedAt := a.clock.Now()
@@ -613,6 +621,7 @@ func (c *components) run(ctx context.Context) error {
 		g.Go(func() error { return c.urlSource.Run(ctx) })
 	}
 	g.Go(func() error { return c.volumes.Run(ctx) })
+	g.Go(func() error { return c.pluginWatcher.Run(ctx) })
 	g.Go(func() error { return c.rotation.Run(ctx) })
 	if c.apiPods != nil {
 		g.Go(func() error { return c.node.Run(ctx) })

@@ -129,6 +129,10 @@ type Options struct {
 	// heartlet implements. The API server refuses a pod update that needs
 	// a feature the node does not declare.
 	DeclaredFeatures []string
+	// VolumesInUse lists the attachable volumes mounted for pods
+	// (status.volumesInUse, which the attach-detach controller reads before
+	// it detaches); nil reports none.
+	VolumesInUse func() []v1.UniqueVolumeName
 }
 
 // Manager keeps the Node and its Lease up to date.

@@ -143,7 +143,37 @@ func TestRegisterExistingNode(t *testing.T) {
 			if r := condition(n, v1.NodeReady); r.Status != v1.ConditionTrue {
 				t.Errorf("Ready = %+v, want the status written", r)
 			}
+			if n.Annotations[AnnotationControllerManagedAttach] != "true" {
+				t.Errorf("annotations = %v, want the attach-detach controller to manage the node", n.Annotations)
+			}
 		})
+	}
+}
+
+// A new node is managed by the attach-detach controller, and its status
+// lists the volumes in use.
+func TestVolumesInUse(t *testing.T) {
+	opts := defaultOptions()
+	inUse := []v1.UniqueVolumeName{"kubernetes.io/csi/d^vol-1"}
+	opts.VolumesInUse = func() []v1.UniqueVolumeName { return inUse }
+	f := newFixture(t, opts)
+	if err := f.m.syncStatus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := f.node(t)
+	if n.Annotations[AnnotationControllerManagedAttach] != "true" {
+		t.Errorf("annotations = %v", n.Annotations)
+	}
+	if len(n.Status.VolumesInUse) != 1 || n.Status.VolumesInUse[0] != inUse[0] {
+		t.Errorf("volumesInUse = %v, want %v", n.Status.VolumesInUse, inUse)
+	}
+	inUse = nil
+	f.clk.Step(time.Minute)
+	if err := f.m.syncStatus(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.node(t); len(n.Status.VolumesInUse) != 0 {
+		t.Errorf("volumesInUse after the volume went = %v", n.Status.VolumesInUse)
 	}
 }
 

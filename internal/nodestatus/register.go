@@ -27,6 +27,11 @@ const (
 	labelBetaArch = "beta.kubernetes.io/arch"
 )
 
+// AnnotationControllerManagedAttach tells the attach-detach controller
+// that it attaches and detaches this node's volumes, as upstream's default
+// (enableControllerAttachDetach): heartlet attaches none itself.
+const AnnotationControllerManagedAttach = "volumes.kubernetes.io/controller-managed-attach-detach"
+
 // errNotRegistered: the Node does not exist (yet) and registration failed
 // or is not allowed.
 var errNotRegistered = errors.New("node is not registered")
@@ -54,7 +59,8 @@ func (m *Manager) initialNode(ctx context.Context) *v1.Node {
 		}
 		labels[k] = v
 	}
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.opts.NodeName, Labels: labels}}
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.opts.NodeName, Labels: labels,
+		Annotations: map[string]string{AnnotationControllerManagedAttach: "true"}}}
 	if len(m.opts.Taints) > 0 {
 		node.Spec.Taints = slices.Clone(m.opts.Taints)
 	}
@@ -98,6 +104,13 @@ func (m *Manager) register(ctx context.Context) (created bool, err error) {
 			updated.Labels[k] = v
 			changed = true
 		}
+	}
+	if updated.Annotations[AnnotationControllerManagedAttach] != "true" {
+		if updated.Annotations == nil {
+			updated.Annotations = map[string]string{}
+		}
+		updated.Annotations[AnnotationControllerManagedAttach] = "true"
+		changed = true
 	}
 	if !changed {
 		m.setLast(existing)

@@ -252,6 +252,9 @@ func (m *Manager) setStatus(ctx context.Context, node *v1.Node) {
 	m.setImages(ctx, node)
 	node.Status.DaemonEndpoints.KubeletEndpoint.Port = m.opts.Port
 	node.Status.DeclaredFeatures = slices.Sorted(slices.Values(m.opts.DeclaredFeatures))
+	if f := m.opts.VolumesInUse; f != nil {
+		node.Status.VolumesInUse = f()
+	}
 
 	var mem, disk, pid bool
 	if p := m.opts.Pressure; p != nil {

@@ -29,7 +29,7 @@ var table = concat(
 
 func podSpec() []Field {
 	return []Field{
-		{Path: "spec.volumes", Support: Honoured, Note: "emptyDir, hostPath, configMap, secret, downwardAPI and projected; any other source is a FailedMount event and the containers wait"},
+		{Path: "spec.volumes", Support: Honoured, Note: "emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim and ephemeral (claims bound to local, hostPath or CSI persistent volumes, volumeMode Filesystem) and csi (inline ephemeral); image volumes, raw block claims and any other source are a FailedMount event naming the kind, and the containers wait"},
 		{Path: "spec.initContainers", Support: Honoured, Note: "in order, each to success; sidecars (restartPolicy: Always) keep running"},
 		{Path: "spec.containers", Support: Honoured},
 		{Path: "spec.ephemeralContainers", Support: Honoured, Note: "kubectl debug: started in the running pod, never restarted, reported in ephemeralContainerStatuses"},

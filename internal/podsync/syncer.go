@@ -704,8 +704,13 @@ func (s *Syncer) prepareResources(ctx context.Context, pod *v1.Pod, w map[string
 		return nil
 	}
 	if he := (*podresources.HandlerError)(nil); errors.As(err, &he) && he.Handler == podresources.NameVolumes {
-		s.event(pod, v1.EventTypeWarning, "FailedMount", "%v", he.Err)
-		s.note(pod, journal.Entry{Kind: journal.KindVolume, Reason: "FailedMount", Message: "waiting for volumes: " + he.Err.Error()})
+		// An error may name its own event reason (FailedAttachVolume).
+		reason := "FailedMount"
+		if r := (interface{ EventReason() string })(nil); errors.As(he.Err, &r) {
+			reason = r.EventReason()
+		}
+		s.event(pod, v1.EventTypeWarning, reason, "%v", he.Err)
+		s.note(pod, journal.Entry{Kind: journal.KindVolume, Reason: reason, Message: "waiting for volumes: " + he.Err.Error()})
 		s.reportStatus(ctx, pod, w, false)
 	}
 	return fmt.Errorf("prepare pod resources: %w", err)

@@ -94,3 +94,7 @@ func fileType(m fs.FileMode) (v1.HostPathType, bool) {
 	}
 	return "", false
 }
+
+// CheckHostPath applies the type check of a hostPath volume source as the
+// Manager does for hostPath volumes (for hostPath PersistentVolumes).
+func CheckHostPath(src *v1.HostPathVolumeSource) error { return checkHostPath(src) }

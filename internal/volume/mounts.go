@@ -46,7 +46,16 @@ func (m *Manager) MountsWithEnv(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		if v == nil {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
 		}
-		hostPath, readOnly, err := m.volumePath(pod, v)
+		var (
+			hostPath string
+			readOnly bool
+			err      error
+		)
+		if m.pluginFor(v) != nil {
+			hostPath, readOnly, err = pluginPath(st, v)
+		} else {
+			hostPath, readOnly, err = m.volumePath(pod, v)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("volume %q of container %q: %w", vm.Name, c.Name, err)
 		}

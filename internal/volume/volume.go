@@ -107,6 +107,9 @@ type Options struct {
 	// downward API limits a container does not set and for the size of
 	// memory-backed volumes. Optional.
 	Allocatable func() v1.ResourceList
+	// Plugins set up the volume kinds the Manager does not own (see
+	// Plugin); a volume no plugin handles is refused with ErrUnsupported.
+	Plugins []Plugin
 }
 
 // Manager sets up and tears down pod volumes. Its methods are safe for
@@ -130,6 +133,8 @@ type podState struct {
 	mu      sync.Mutex
 	pod     *v1.Pod
 	removed bool
+	// mounted is where the plugins' volumes were set up, by volume name.
+	mounted map[string]Mounted
 }
 
 // New returns a Manager. It has no side effects.
@@ -230,7 +235,13 @@ func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
 	var errs []error
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		if err := m.setUp(ctx, pod, v); err != nil {
+		var err error
+		if p := m.pluginFor(v); p != nil {
+			err = m.setUpPlugin(ctx, st, pod, p, v)
+		} else {
+			err = m.setUp(ctx, pod, v)
+		}
+		if err != nil {
 			errs = append(errs, &VolumeError{Volume: v.Name, Err: err})
 			logger.V(2).Info("Volume set-up failed", "pod", klog.KObj(pod), "podUID", pod.UID, "volume", v.Name, "err", err)
 		}
@@ -337,7 +348,7 @@ func (m *Manager) Adopt(ctx context.Context, pod *v1.Pod) error {
 		st.pod = pod
 		klog.FromContext(ctx).V(2).Info("Adopted pod volumes", "pod", klog.KObj(pod), "podUID", pod.UID)
 	}
-	return nil
+	return m.reconstructPlugins(ctx, pod)
 }
 
 // Forget stops refreshing the pod's volumes and drops its tokens. The files
@@ -365,6 +376,10 @@ func (m *Manager) Cleanup(ctx context.Context, uid types.UID) error {
 	podDir := m.PodDir(uid)
 	// SubPath mounts first: they point into the volumes.
 	if err := m.cleanSubPaths(ctx, podDir); err != nil {
+		return err
+	}
+	// Then the plugins' volumes, through their drivers.
+	if err := m.tearDownPlugins(ctx, uid); err != nil {
 		return err
 	}
 	if err := m.unmountBelow(ctx, podDir); err != nil {

@@ -129,11 +129,11 @@ failSwapOn: false
 	defer func() {
 		_ = cs.CoreV1().Namespaces().Delete(context.Background(), o.namespace, metav1.DeleteOptions{})
 	}()
-	lat, err := podStartLatency(ctx, cs, o)
+	times, err := podStartLatency(ctx, cs, o)
 	if err != nil {
 		return err
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	lat := latencies(times)
 	fmt.Printf("cluster: pods=%d create-to-running p50=%.2fs p90=%.2fs p99=%.2fs max=%.2fs\n", len(lat),
 		percentile(lat, 50).Seconds(), percentile(lat, 90).Seconds(), percentile(lat, 99).Seconds(), lat[len(lat)-1].Seconds())
 
@@ -150,10 +150,24 @@ failSwapOn: false
 	return nil
 }
 
-// podStartLatency creates o.pods pods at once and returns, per pod, the
-// time from just before its create call to the watch event showing it
-// Running.
-func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOptions) ([]time.Duration, error) {
+// podTimes are when a pod's create call was made and when the watch showed
+// it Running.
+type podTimes struct{ created, running time.Time }
+
+// latencies returns the create→Running latencies of times, sorted.
+func latencies(times map[string]podTimes) []time.Duration {
+	out := make([]time.Duration, 0, len(times))
+	for _, t := range times {
+		out = append(out, t.running.Sub(t.created))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// podStartLatency creates o.pods pods at once and returns, per pod name,
+// the time just before its create call and the time of the watch event
+// showing it Running.
+func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOptions) (map[string]podTimes, error) {
 	l, err := cs.CoreV1().Pods(o.namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
@@ -196,7 +210,7 @@ func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOpti
 		}
 	}
 
-	running := map[string]time.Duration{}
+	running := map[string]podTimes{}
 	deadline := time.After(o.startTimeout)
 	for len(running) < o.pods {
 		select {
@@ -233,16 +247,12 @@ func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOpti
 			mu.Lock()
 			c := created[p.Name]
 			mu.Unlock()
-			running[p.Name] = time.Since(c)
+			running[p.Name] = podTimes{created: c, running: time.Now()}
 		case <-deadline:
 			return nil, fmt.Errorf("%d of %d pods Running after %s", len(running), o.pods, o.startTimeout)
 		}
 	}
-	out := make([]time.Duration, 0, len(running))
-	for _, d := range running {
-		out = append(out, d)
-	}
-	return out, nil
+	return running, nil
 }
 
 // percentile is the nearest-rank percentile of sorted values.

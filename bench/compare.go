@@ -118,6 +118,14 @@ func runCompare(o compareOptions) error {
 	if err := os.WriteFile(config, []byte(sharedConfig(o.endpoint, filepath.Join(dir, "logs"), port, roPort, o.profileDir != "")), 0o644); err != nil {
 		return err
 	}
+	// The image is present before any agent runs: no agent pays for a pull.
+	if ref, err := rs.ImageRef(ctx, o.image); err != nil {
+		return err
+	} else if ref == "" {
+		if _, err := rs.PullImage(ctx, o.image, nil, nil); err != nil {
+			return fmt.Errorf("pull the benchmark image: %w", err)
+		}
+	}
 	fmt.Printf("compare: containerd %s; one KubeletConfiguration for every agent: %s\n", runtimeVersion(ctx, rs), config)
 
 	var results []*agentResult
@@ -194,7 +202,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 	}
 	res := &agentResult{name: name, byN: map[int]*result{}}
 	if out, err := exec.Command(bin, "--version").CombinedOutput(); err == nil {
-		res.version = strings.TrimSpace(string(out))
+		res.version, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
 	}
 	// Each agent registers the Node afresh, with its own root directory
 	// (and so its own self-signed serving certificate).

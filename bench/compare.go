@@ -33,11 +33,15 @@ const (
 	agentHeartlet = "heartlet"
 	agentKubelet  = "kubelet"
 	agentFloor    = "floor"
+	// agentBase is a second heartlet build (-heartlet-base), e.g. before a
+	// change, measured in the same run for a before/after ratio.
+	agentBase = "heartlet-base"
 )
 
 // compareOptions are the inputs of the side-by-side benchmark.
 type compareOptions struct {
 	heartletBin, kubeletBin string
+	baseBin                 string
 	endpoint, image         string
 	adminKubeconfig, nodeKC string
 	nodeName                string
@@ -197,8 +201,11 @@ func runtimeVersion(ctx context.Context, rs *runtime.Runtime) string {
 // its Node behind.
 func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime, o compareOptions, name, dir, config string, roPort, port int) (*agentResult, error) {
 	bin := o.heartletBin
-	if name == agentKubelet {
+	switch name {
+	case agentKubelet:
 		bin = o.kubeletBin
+	case agentBase:
+		bin = o.baseBin
 	}
 	res := &agentResult{name: name, byN: map[int]*result{}}
 	if out, err := exec.Command(bin, "--version").CombinedOutput(); err == nil {
@@ -291,7 +298,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 				return nil, err
 			}
 		}
-		if name == agentHeartlet {
+		if name == agentHeartlet || name == agentBase {
 			r.trace, r.traceMissing = traceStarts(fmt.Sprintf("http://127.0.0.1:%d", roPort), o.namespace, times)
 		}
 
@@ -608,7 +615,11 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 		header += " " + r.name + " |"
 		sep += "---|"
 	}
-	h, k, f := by[agentHeartlet], by[agentKubelet], by[agentFloor]
+	h, k, f, b := by[agentHeartlet], by[agentKubelet], by[agentFloor], by[agentBase]
+	if h != nil && b != nil {
+		header += " heartlet/heartlet-base |"
+		sep += "---|"
+	}
 	if h != nil && k != nil {
 		header += " heartlet/kubelet |"
 		sep += "---|"
@@ -637,6 +648,9 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 				return " – |"
 			}
 			return fmt.Sprintf(" %.2f |", val[a.name]/val[b.name])
+		}
+		if h != nil && b != nil {
+			line += ratio(h, b)
 		}
 		if h != nil && k != nil {
 			line += ratio(h, k)
@@ -680,10 +694,13 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 	for _, r := range results {
 		fmt.Fprintf(w, "%s: %s; runtime pods left after it stopped: %s\n", r.name, r.version, r.leftoverPods)
 	}
-	if h != nil {
+	for _, a := range []*agentResult{b, h} {
+		if a == nil {
+			continue
+		}
 		for _, n := range counts {
-			if r := h.byN[n]; r != nil && r.trace != nil {
-				printTrace(w, n, r.trace, r.traceMissing)
+			if r := a.byN[n]; r != nil && r.trace != nil {
+				printTrace(w, a.name, n, r.trace, r.traceMissing)
 			}
 		}
 	}
@@ -705,10 +722,10 @@ func parseCompare(agents, counts string) (compareOptions, error) {
 	for _, a := range strings.Split(agents, ",") {
 		a = strings.TrimSpace(a)
 		switch a {
-		case agentHeartlet, agentKubelet, agentFloor:
+		case agentHeartlet, agentKubelet, agentFloor, agentBase:
 			o.agents = append(o.agents, a)
 		default:
-			return o, fmt.Errorf("unknown agent %q (want heartlet, kubelet or floor)", a)
+			return o, fmt.Errorf("unknown agent %q (want heartlet, heartlet-base, kubelet or floor)", a)
 		}
 	}
 	for _, f := range strings.Split(counts, ",") {

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,7 +51,8 @@ func main() {
 
 		compare  = flag.Bool("compare", false, "side by side: heartlet, the upstream kubelet and the CRI floor on the control plane of hack/kube.sh")
 		kubelet  = flag.String("kubelet", "/var/cache/heartlet/kube/v1.37.2/bin/kubelet", "upstream kubelet binary (-compare)")
-		agents   = flag.String("agents", "heartlet,kubelet,floor", "comma-separated agents to run, in order (-compare)")
+		agents   = flag.String("agents", "heartlet,kubelet,floor", "comma-separated agents to run, in order: heartlet, heartlet-base, kubelet, floor (-compare)")
+		baseBin  = flag.String("heartlet-base", "", "a second heartlet binary, the agent heartlet-base, e.g. built before a change (-compare)")
 		ns       = flag.String("n", "30,100", "comma-separated pod counts (-compare)")
 		idleWP   = flag.Duration("idle-with-pods", 30*time.Second, "window for API requests and CPU with the pods running, 0 to skip (-compare)")
 		ctrdPid  = flag.String("containerd-pid-file", "/run/heartlet-env/containerd.pid", "pid file of the runtime, for its CPU (-compare)")
@@ -61,8 +63,11 @@ func main() {
 	if *compare {
 		var o compareOptions
 		o, err = parseCompare(*agents, *ns)
+		if err == nil && slices.Contains(o.agents, agentBase) && *baseBin == "" {
+			err = fmt.Errorf("agent %s needs -heartlet-base", agentBase)
+		}
 		if err == nil {
-			o.heartletBin, o.kubeletBin, o.endpoint, o.image = *bin, *kubelet, *endpoint, *image
+			o.heartletBin, o.kubeletBin, o.baseBin, o.endpoint, o.image = *bin, *kubelet, *baseBin, *endpoint, *image
 			o.adminKubeconfig, o.nodeKC, o.nodeName = *admin, *nodeKC, *nodeName
 			o.idle, o.idleWithPods, o.namespace = *idle, *idleWP, "heartlet-bench"
 			o.containerdPidFile, o.profileDir, o.keep = *ctrdPid, *profiles, *keep

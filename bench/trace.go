@@ -81,8 +81,8 @@ func readJournal(c *http.Client, url string) (*journal.PodJournal, error) {
 // printTrace prints the p50, p90 and p99 offset of each start step from
 // the create call, and the p50 of the step's own share (the difference of
 // the p50s).
-func printTrace(w io.Writer, n int, st stepTimes, missing int) {
-	fmt.Fprintf(w, "\nheartlet, %d pods: start steps, offset from the create call (journals of %d pods)\n\n", n, n-missing)
+func printTrace(w io.Writer, agent string, n int, st stepTimes, missing int) {
+	fmt.Fprintf(w, "\n%s, %d pods: start steps, offset from the create call (journals of %d pods)\n\n", agent, n, n-missing)
 	fmt.Fprintln(w, "| step | p50 | p90 | p99 | p50 − previous p50 |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	prev := time.Duration(0)

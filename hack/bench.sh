@@ -8,6 +8,8 @@
 #
 #   hack/bench.sh                       # N = 30 and 100, every agent
 #   hack/bench.sh -n 5 -idle 10s -idle-with-pods 0   # a short smoke run
+#   HEARTLET_BENCH_BASE=main hack/bench.sh -agents heartlet-base,heartlet,kubelet,floor
+#                                       # also heartlet as of a git revision
 set -uo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -31,8 +33,16 @@ hack/env.sh start || die "cannot start the test environment"
 hack/kube.sh start || die "cannot start the control plane"
 go build -o bin/heartlet ./cmd/heartlet || die "cannot build heartlet"
 go build -o bin/bench ./bench || die "cannot build the benchmark"
+base=()
+if [[ -n ${HEARTLET_BENCH_BASE:-} ]]; then
+	src=$(mktemp -d /tmp/heartlet-bench-base.XXXXXX)
+	git archive "$HEARTLET_BENCH_BASE" | tar -x -C "$src" || die "cannot export $HEARTLET_BENCH_BASE"
+	(cd "$src" && go build -o "$HEARTLET_REPO/bin/heartlet-base" ./cmd/heartlet) || die "cannot build heartlet at $HEARTLET_BENCH_BASE"
+	rm -rf "$src"
+	base=(-heartlet-base bin/heartlet-base)
+fi
 # shellcheck source=/dev/null
 source "$HEARTLET_ENV_FILE"
 # shellcheck source=/dev/null
 source "$HEARTLET_KUBE_ENV_FILE"
-bin/bench -compare -heartlet bin/heartlet -kubelet "$HEARTLET_KUBE_BIN_DIR/kubelet" "$@"
+bin/bench -compare -heartlet bin/heartlet "${base[@]}" -kubelet "$HEARTLET_KUBE_BIN_DIR/kubelet" "$@"

@@ -211,25 +211,41 @@ func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOpti
 	}
 
 	running := map[string]podTimes{}
+	rewatches := 0
 	deadline := time.After(o.startTimeout)
 	for len(running) < o.pods {
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return nil, fmt.Errorf("pod watch closed with %d of %d pods running", len(running), o.pods)
+				// The API server may close a watch (a timeout, or a
+				// watcher it found too slow during the burst): watch
+				// again from the last version seen.
+				if rewatches++; rewatches > maxRewatches {
+					return nil, fmt.Errorf("pod watch closed %d times with %d of %d pods running", rewatches, len(running), o.pods)
+				}
+				if w, err = rewatch(ctx, cs, o.namespace, rv, running); err != nil {
+					return nil, err
+				}
+				continue
 			}
 			if ev.Type == watch.Error {
 				// The watch cache may lag behind etcd ("Too large
-				// resource version"): watch again from the last
-				// version seen, which loses no event.
+				// resource version") or the version may be gone:
+				// watch again.
 				err := apierrors.FromObject(ev.Object)
-				if !apierrors.IsTimeout(err) && !apierrors.IsResourceExpired(err) && !strings.Contains(err.Error(), "Too large resource version") {
+				if !apierrors.IsTimeout(err) && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) && !strings.Contains(err.Error(), "Too large resource version") {
 					return nil, fmt.Errorf("pod watch: %w", err)
+				}
+				if rewatches++; rewatches > maxRewatches {
+					return nil, fmt.Errorf("pod watch failed %d times with %d of %d pods running: %w", rewatches, len(running), o.pods, err)
 				}
 				w.Stop()
 				time.Sleep(200 * time.Millisecond)
-				if w, err = cs.CoreV1().Pods(o.namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv}); err != nil {
-					return nil, fmt.Errorf("watch pods again: %w", err)
+				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					rv = ""
+				}
+				if w, err = rewatch(ctx, cs, o.namespace, rv, running); err != nil {
+					return nil, err
 				}
 				continue
 			}
@@ -252,7 +268,41 @@ func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOpti
 			return nil, fmt.Errorf("%d of %d pods Running after %s", len(running), o.pods, o.startTimeout)
 		}
 	}
+	for name, t := range running {
+		if t.created.IsZero() { // found by a list after a rewatch
+			t.created = created[name]
+			running[name] = t
+		}
+	}
 	return running, nil
+}
+
+// maxRewatches bounds how often podStartLatency watches again.
+const maxRewatches = 20
+
+// rewatch watches the namespace's pods again from rv. With no rv (it
+// expired) it lists them first and records pods already Running, at the
+// time of the list, in running (those not seen before; their created time
+// is filled in by the caller's map), then watches from the list.
+func rewatch(ctx context.Context, cs kubernetes.Interface, ns, rv string, running map[string]podTimes) (watch.Interface, error) {
+	if rv == "" {
+		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("list pods: %w", err)
+		}
+		now := time.Now()
+		for _, p := range l.Items {
+			if _, seen := running[p.Name]; !seen && p.Status.Phase == v1.PodRunning {
+				running[p.Name] = podTimes{running: now}
+			}
+		}
+		rv = l.ResourceVersion
+	}
+	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		return nil, fmt.Errorf("watch pods again: %w", err)
+	}
+	return w, nil
 }
 
 // percentile is the nearest-rank percentile of sorted values.

@@ -132,7 +132,10 @@ func runCompare(o compareOptions) error {
 	}
 	fmt.Printf("compare: containerd %s; one KubeletConfiguration for every agent: %s\n", runtimeVersion(ctx, rs), config)
 
-	var results []*agentResult
+	var (
+		results []*agentResult
+		errs    []error
+	)
 	for _, a := range o.agents {
 		var r *agentResult
 		switch a {
@@ -141,13 +144,34 @@ func runCompare(o compareOptions) error {
 		default:
 			r, err = runAgent(ctx, cs, rs, o, a, dir, config, roPort, port)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", a, err)
+		if r != nil {
+			results = append(results, r)
 		}
-		results = append(results, r)
+		if err != nil {
+			// What was measured is still printed; the next agent
+			// starts after a clean-up.
+			err = fmt.Errorf("%s: %w", a, err)
+			fmt.Printf("compare: %v\n", err)
+			errs = append(errs, err)
+			cleanUp(ctx, cs, rs, o)
+		}
 	}
 	printTable(os.Stdout, results, o.counts)
-	return nil
+	return errors.Join(errs...)
+}
+
+// cleanUp removes, best effort, whatever a failed agent left: the
+// benchmark's pods in the API (at once) and in the runtime, and the Node.
+func cleanUp(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime, o compareOptions) {
+	if cs != nil {
+		_ = cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
+		_ = deleteNode(ctx, cs, o.nodeName)
+	}
+	for _, ns := range []string{o.namespace, o.namespace + "-floor"} {
+		if _, err := removeRuntimePods(ctx, rs, ns); err != nil {
+			fmt.Printf("compare: clean-up of namespace %s in the runtime: %v\n", ns, err)
+		}
+	}
 }
 
 func needsCluster(agents []string) bool {
@@ -214,19 +238,19 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 	// Each agent registers the Node afresh, with its own root directory
 	// (and so its own self-signed serving certificate).
 	if err := deleteNode(ctx, cs, o.nodeName); err != nil {
-		return nil, err
+		return res, err
 	}
 	root := filepath.Join(dir, name+"-root")
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	defer logf.Close()
 	cmd := exec.Command(bin, "--config", config, "--root-dir", root,
 		"--kubeconfig", o.nodeKC, "--hostname-override", o.nodeName)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return res, fmt.Errorf("start %s: %w", bin, err)
 	}
 	stopped := false
 	stop := func() {
@@ -249,7 +273,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 	fmt.Printf("compare: %s (%s) started, pid %d, log %s\n", name, res.version, pid, logf.Name())
 
 	if err := waitNodeSchedulable(ctx, cs, o.nodeName, 2*time.Minute); err != nil {
-		return nil, err
+		return res, err
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", roPort)
 	time.Sleep(10 * time.Second) // let registration and the first syncs settle
@@ -259,27 +283,27 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 	if o.idle > 0 {
 		res.apiPerMinIdle, res.cpuIdle, err = idleWindow(pid, metricsURL, o.idle)
 		if err != nil {
-			return nil, err
+			return res, err
 		}
 	}
 	fmt.Printf("compare: %s idle rss=%.1fMiB api=%.1f/min cpu=%.0fms/min\n", name, res.rssIdleMiB, res.apiPerMinIdle, res.cpuIdle)
 
 	if err := ensureNamespace(ctx, cs, o.namespace); err != nil {
-		return nil, err
+		return res, err
 	}
 	ctrdPid := containerdPid(o.containerdPidFile)
 	for _, n := range o.counts {
 		r := &result{n: n}
 		co := clusterOptions{image: o.image, nodeName: o.nodeName, pods: n, namespace: o.namespace, startTimeout: 10 * time.Minute}
 		var prof *profiler
-		if name == agentHeartlet && o.profileDir != "" {
+		if (name == agentHeartlet || name == agentBase) && o.profileDir != "" {
 			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), filepath.Join(o.profileDir, fmt.Sprintf("%s-%d", name, n)))
 		}
 		a0, c0 := cpuMs(pid), cpuMsAll(ctrdPid)
 		start := time.Now()
 		times, err := podStartLatency(ctx, cs, co)
 		if err != nil {
-			return nil, err
+			return res, err
 		}
 		lat := latencies(times)
 		r.allRunning = time.Since(start)
@@ -295,7 +319,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		if o.idleWithPods > 0 {
 			r.apiPerMinWithPods, r.cpuPerMinPods, err = idleWindow(pid, metricsURL, o.idleWithPods)
 			if err != nil {
-				return nil, err
+				return res, err
 			}
 		}
 		if name == agentHeartlet || name == agentBase {
@@ -305,10 +329,10 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
 		start = time.Now()
 		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-			return nil, fmt.Errorf("delete bench pods: %w", err)
+			return res, fmt.Errorf("delete bench pods: %w", err)
 		}
 		if err := waitNoPods(ctx, cs, o.namespace, 10*time.Minute); err != nil {
-			return nil, err
+			return res, err
 		}
 		r.allDeleted = time.Since(start)
 		a3, c3 := cpuMs(pid), cpuMsAll(ctrdPid)
@@ -324,11 +348,11 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 	// garbage collection had not removed yet) goes before the next agent.
 	left, err := removeRuntimePods(ctx, rs, o.namespace)
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	res.leftoverPods = strconv.Itoa(left)
 	if err := deleteNode(ctx, cs, o.nodeName); err != nil {
-		return nil, err
+		return res, err
 	}
 	return res, nil
 }
@@ -666,12 +690,16 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 		}
 		return v
 	}
+	// missing stands for a pod count an agent did not finish: "–" in
+	// every row.
+	missing := &result{p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
+		runtimeStartMs: -1, runtimeDeleteMs: -1, rssWithPodsMiB: -1, apiPerMinWithPods: -1, cpuPerMinPods: -1}
 	for _, n := range counts {
 		get := func(r *agentResult) *result {
 			if x := r.byN[n]; x != nil {
 				return x
 			}
-			return &result{}
+			return missing
 		}
 		p := fmt.Sprintf("%d pods: ", n)
 		row(p+"create→Running p50", " s", func(r *agentResult) float64 { return get(r).p50.Seconds() })

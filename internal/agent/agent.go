@@ -403,7 +403,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 	)
 	if cl != nil {
 		rec = c.recorder
-		getter = volume.NewClientGetter(cl.Kube)
+		getter = volume.NewCachingGetter(volume.NewClientGetter(cl.Kube), a.clock, volume.DefaultGetterTTL)
 	}
 	c.volumes = volume.New(volume.Options{
 		RootDir:     a.opts.RootDir,

@@ -129,11 +129,11 @@ failSwapOn: false
 	defer func() {
 		_ = cs.CoreV1().Namespaces().Delete(context.Background(), o.namespace, metav1.DeleteOptions{})
 	}()
-	lat, err := podStartLatency(ctx, cs, o)
+	times, err := podStartLatency(ctx, cs, o)
 	if err != nil {
 		return err
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	lat := latencies(times)
 	fmt.Printf("cluster: pods=%d create-to-running p50=%.2fs p90=%.2fs p99=%.2fs max=%.2fs\n", len(lat),
 		percentile(lat, 50).Seconds(), percentile(lat, 90).Seconds(), percentile(lat, 99).Seconds(), lat[len(lat)-1].Seconds())
 
@@ -150,10 +150,24 @@ failSwapOn: false
 	return nil
 }
 
-// podStartLatency creates o.pods pods at once and returns, per pod, the
-// time from just before its create call to the watch event showing it
-// Running.
-func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOptions) ([]time.Duration, error) {
+// podTimes are when a pod's create call was made and when the watch showed
+// it Running.
+type podTimes struct{ created, running time.Time }
+
+// latencies returns the create→Running latencies of times, sorted.
+func latencies(times map[string]podTimes) []time.Duration {
+	out := make([]time.Duration, 0, len(times))
+	for _, t := range times {
+		out = append(out, t.running.Sub(t.created))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// podStartLatency creates o.pods pods at once and returns, per pod name,
+// the time just before its create call and the time of the watch event
+// showing it Running.
+func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOptions) (map[string]podTimes, error) {
 	l, err := cs.CoreV1().Pods(o.namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
@@ -196,26 +210,42 @@ func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOpti
 		}
 	}
 
-	running := map[string]time.Duration{}
+	running := map[string]podTimes{}
+	rewatches := 0
 	deadline := time.After(o.startTimeout)
 	for len(running) < o.pods {
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return nil, fmt.Errorf("pod watch closed with %d of %d pods running", len(running), o.pods)
+				// The API server may close a watch (a timeout, or a
+				// watcher it found too slow during the burst): watch
+				// again from the last version seen.
+				if rewatches++; rewatches > maxRewatches {
+					return nil, fmt.Errorf("pod watch closed %d times with %d of %d pods running", rewatches, len(running), o.pods)
+				}
+				if w, err = rewatch(ctx, cs, o.namespace, rv, running); err != nil {
+					return nil, err
+				}
+				continue
 			}
 			if ev.Type == watch.Error {
 				// The watch cache may lag behind etcd ("Too large
-				// resource version"): watch again from the last
-				// version seen, which loses no event.
+				// resource version") or the version may be gone:
+				// watch again.
 				err := apierrors.FromObject(ev.Object)
-				if !apierrors.IsTimeout(err) && !apierrors.IsResourceExpired(err) && !strings.Contains(err.Error(), "Too large resource version") {
+				if !apierrors.IsTimeout(err) && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) && !strings.Contains(err.Error(), "Too large resource version") {
 					return nil, fmt.Errorf("pod watch: %w", err)
+				}
+				if rewatches++; rewatches > maxRewatches {
+					return nil, fmt.Errorf("pod watch failed %d times with %d of %d pods running: %w", rewatches, len(running), o.pods, err)
 				}
 				w.Stop()
 				time.Sleep(200 * time.Millisecond)
-				if w, err = cs.CoreV1().Pods(o.namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv}); err != nil {
-					return nil, fmt.Errorf("watch pods again: %w", err)
+				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					rv = ""
+				}
+				if w, err = rewatch(ctx, cs, o.namespace, rv, running); err != nil {
+					return nil, err
 				}
 				continue
 			}
@@ -233,16 +263,46 @@ func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOpti
 			mu.Lock()
 			c := created[p.Name]
 			mu.Unlock()
-			running[p.Name] = time.Since(c)
+			running[p.Name] = podTimes{created: c, running: time.Now()}
 		case <-deadline:
 			return nil, fmt.Errorf("%d of %d pods Running after %s", len(running), o.pods, o.startTimeout)
 		}
 	}
-	out := make([]time.Duration, 0, len(running))
-	for _, d := range running {
-		out = append(out, d)
+	for name, t := range running {
+		if t.created.IsZero() { // found by a list after a rewatch
+			t.created = created[name]
+			running[name] = t
+		}
 	}
-	return out, nil
+	return running, nil
+}
+
+// maxRewatches bounds how often podStartLatency watches again.
+const maxRewatches = 20
+
+// rewatch watches the namespace's pods again from rv. With no rv (it
+// expired) it lists them first and records pods already Running, at the
+// time of the list, in running (those not seen before; their created time
+// is filled in by the caller's map), then watches from the list.
+func rewatch(ctx context.Context, cs kubernetes.Interface, ns, rv string, running map[string]podTimes) (watch.Interface, error) {
+	if rv == "" {
+		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("list pods: %w", err)
+		}
+		now := time.Now()
+		for _, p := range l.Items {
+			if _, seen := running[p.Name]; !seen && p.Status.Phase == v1.PodRunning {
+				running[p.Name] = podTimes{running: now}
+			}
+		}
+		rv = l.ResourceVersion
+	}
+	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		return nil, fmt.Errorf("watch pods again: %w", err)
+	}
+	return w, nil
 }
 
 // percentile is the nearest-rank percentile of sorted values.

@@ -8,6 +8,12 @@
 //
 //	go run ./bench -heartlet bin/heartlet -endpoint unix:///run/heartlet-env/containerd.sock
 //	go run ./bench -cluster -heartlet bin/heartlet   (after sourcing hack/env.sh's and hack/kube.sh's env files)
+//	go run ./bench -compare -heartlet bin/heartlet -n 30,100   (the same, side by side with the kubelet and the CRI floor)
+//
+// With -compare it runs heartlet, the upstream kubelet and a minimal
+// in-process CRI driver (the floor) one after the other against the same
+// containerd and control plane, with one KubeletConfiguration file and one
+// workload, and prints a table with the ratios.
 package main
 
 import (
@@ -18,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,11 +47,33 @@ func main() {
 		nodeName = flag.String("node-name", os.Getenv("HEARTLET_NODE_NAME"), "the node's name, matching its identity (-cluster)")
 		apiPods  = flag.Int("api-pods", 30, "pods created at once through the API (-cluster)")
 		idle     = flag.Duration("idle", time.Minute, "idle window for counting API requests (-cluster)")
-		keep     = flag.Bool("keep", false, "keep heartlet's directory and log (-cluster)")
+		keep     = flag.Bool("keep", false, "keep heartlet's directory and log (-cluster, -compare)")
+
+		compare  = flag.Bool("compare", false, "side by side: heartlet, the upstream kubelet and the CRI floor on the control plane of hack/kube.sh")
+		kubelet  = flag.String("kubelet", "/var/cache/heartlet/kube/v1.37.2/bin/kubelet", "upstream kubelet binary (-compare)")
+		agents   = flag.String("agents", "heartlet,kubelet,floor", "comma-separated agents to run, in order: heartlet, heartlet-base, kubelet, floor (-compare)")
+		baseBin  = flag.String("heartlet-base", "", "a second heartlet binary, the agent heartlet-base, e.g. built before a change (-compare)")
+		ns       = flag.String("n", "30,100", "comma-separated pod counts (-compare)")
+		idleWP   = flag.Duration("idle-with-pods", 30*time.Second, "window for API requests and CPU with the pods running, 0 to skip (-compare)")
+		ctrdPid  = flag.String("containerd-pid-file", "/run/heartlet-env/containerd.pid", "pid file of the runtime, for its CPU (-compare)")
+		profiles = flag.String("profile-dir", "", "fetch heartlet's CPU, block and mutex profiles of every burst into this directory (-compare)")
 	)
 	flag.Parse()
 	var err error
-	if *cluster {
+	if *compare {
+		var o compareOptions
+		o, err = parseCompare(*agents, *ns)
+		if err == nil && slices.Contains(o.agents, agentBase) && *baseBin == "" {
+			err = fmt.Errorf("agent %s needs -heartlet-base", agentBase)
+		}
+		if err == nil {
+			o.heartletBin, o.kubeletBin, o.baseBin, o.endpoint, o.image = *bin, *kubelet, *baseBin, *endpoint, *image
+			o.adminKubeconfig, o.nodeKC, o.nodeName = *admin, *nodeKC, *nodeName
+			o.idle, o.idleWithPods, o.namespace = *idle, *idleWP, "heartlet-bench"
+			o.containerdPidFile, o.profileDir, o.keep = *ctrdPid, *profiles, *keep
+			err = runCompare(o)
+		}
+	} else if *cluster {
 		err = runCluster(clusterOptions{
 			bin: *bin, endpoint: *endpoint, image: *image,
 			adminKubeconfig: *admin, nodeKC: *nodeKC, nodeName: *nodeName,

@@ -415,7 +415,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 	)
 	if cl != nil {
 		rec = c.recorder
-		getter = volume.NewClientGetter(cl.Kube)
+		getter = volume.NewCachingGetter(volume.NewClientGetter(cl.Kube), a.clock, volume.DefaultGetterTTL)
 	}
 	c.volumes = volume.New(volume.Options{
 		RootDir:     a.opts.RootDir,
@@ -496,9 +496,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 			MirrorPod: func(static *v1.Pod) (*v1.Pod, bool) {
 				return mirror.MirrorFor(static, c.apiPods.MirrorPods())
 			},
-			GetPod: func(namespace, name string) (*v1.Pod, bool) {
-				return findAPIPod(namespace, name, c.desired.Pods(), c.apiPods.MirrorPods())
-			},
+			GetPod: c.apiPods.Pod,
 		})
 	}
 }
@@ -732,23 +730,6 @@ func reserved(lists ...map[string]string) v1.ResourceList {
 		}
 	}
 	return out
-}
-
-// findAPIPod looks a pod up by name among the API pods and the mirror pods
-// the informer has seen, so the status writer needs no GET of its own.
-// desired also holds static pods, which are not API objects.
-func findAPIPod(namespace, name string, desired, mirrors []*v1.Pod) (*v1.Pod, bool) {
-	for _, p := range desired {
-		if p.Namespace == namespace && p.Name == name && !podconfig.IsStatic(p) {
-			return p, true
-		}
-	}
-	for _, p := range mirrors {
-		if p.Namespace == namespace && p.Name == name {
-			return p, true
-		}
-	}
-	return nil, false
 }
 
 // maxPods is the node's pods capacity: maxPods, at most podsPerCore per

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,7 +29,9 @@ import (
 // Default periods of a Syncer.
 const (
 	// DefaultBatchPeriod is the shortest time between two rounds of status
-	// writes: changes that arrive within it are sent together.
+	// writes started by changes: a change after a quiet period is sent at
+	// once, and changes that arrive within the period after a round are
+	// sent together at its end.
 	DefaultBatchPeriod = time.Second
 	// DefaultResyncPeriod is the period of the full reconcile, which also
 	// retries failed writes and checks pods that may be deleted.
@@ -78,7 +82,9 @@ type Syncer struct {
 	batch  time.Duration
 	resync time.Duration
 
-	// records is only used by the goroutine running the rounds.
+	// records is only used by the goroutine running the rounds; during a
+	// round's writes each record belongs to its pod's goroutine and the
+	// map does not change.
 	records map[types.UID]*record
 	// trigger requests a round outside of Manager changes.
 	trigger chan struct{}
@@ -107,6 +113,9 @@ type record struct {
 	// unreachable means the last failure was the API server not answering
 	// (no API status came back), not an answer about this pod.
 	unreachable bool
+	// drop means the pod is done with: the record goes at the end of the
+	// round.
+	drop bool
 }
 
 // NewSyncer returns a Syncer that writes m's statuses with kube. It does
@@ -141,9 +150,10 @@ func (s *Syncer) Trigger() {
 	}
 }
 
-// Run writes statuses until ctx is done: one round right away, one at
-// most every batch period after the Manager reports a change, and a full
-// reconcile every resync period. It returns nil when ctx is done.
+// Run writes statuses until ctx is done: one round right away; after the
+// Manager reports a change, a round at once if none ran in the last batch
+// period, else at the end of it; and a full reconcile every resync period.
+// It returns nil when ctx is done.
 func (s *Syncer) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("status-syncer")
 	ctx = klog.NewContext(ctx, logger)
@@ -175,7 +185,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}()
 	// round runs one round and schedules the retries it asks for, never
 	// sooner than one batch period from now.
+	var last time.Time // start of the last round
 	round := func(full bool) {
+		last = s.clk.Now()
 		retry := s.syncRound(ctx, full)
 		if !retry.IsZero() {
 			if earliest := s.clk.Now().Add(s.batch); retry.Before(earliest) {
@@ -183,6 +195,20 @@ func (s *Syncer) Run(ctx context.Context) error {
 			}
 			arm(retry)
 		}
+	}
+
+	// soon runs a round for a change: at once when the last round is at
+	// least a batch period old, so that a lone change (a pod just started)
+	// is written without waiting; else one batch period after the last
+	// round, so that a burst of changes is written in rounds at most once
+	// per batch period.
+	soon := func() {
+		next := last.Add(s.batch)
+		if s.clk.Now().Before(next) {
+			arm(next)
+			return
+		}
+		round(false)
 	}
 
 	logger.V(2).Info("Starting pod status syncer", "batchPeriod", s.batch, "resyncPeriod", s.resync)
@@ -193,9 +219,9 @@ func (s *Syncer) Run(ctx context.Context) error {
 			logger.V(2).Info("Stopping pod status syncer")
 			return nil
 		case <-changed:
-			arm(s.clk.Now().Add(s.batch))
+			soon()
 		case <-s.trigger:
-			arm(s.clk.Now().Add(s.batch))
+			soon()
 		case <-timerC:
 			timerC = nil
 			round(false)
@@ -205,28 +231,71 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 }
 
-// syncRound writes every pod that needs it. full also reconciles pods
-// whose version did not change against the API's current status. It
-// returns the earliest time a failed pod may be retried, zero if none.
+// maxParallelWrites bounds how many pods one round writes at once: a round
+// after a burst of starts or deletions has a call or two per pod, and the
+// API server answers them in parallel. The client's rate limit still
+// applies.
+const maxParallelWrites = 8
+
+// syncRound writes every pod that needs it, up to maxParallelWrites pods
+// at once. full also reconciles pods whose version did not change against
+// the API's current status. It returns the earliest time a failed pod may
+// be retried, zero if none.
+//
+// Each pod's calls and its record are handled by one goroutine; the
+// records map changes only here, before and after the writes.
 func (s *Syncer) syncRound(ctx context.Context, full bool) time.Time {
 	if s.afterRound != nil {
 		defer s.afterRound()
 	}
 	seen := map[types.UID]bool{}
+	type job struct {
+		pod, target *v1.Pod
+		st          v1.PodStatus
+		version     uint64
+		rec         *record
+	}
+	var jobs []job
 	for _, pod := range s.m.Pods() {
-		if ctx.Err() != nil {
-			return time.Time{}
-		}
 		seen[pod.UID] = true
 		st, version, ok := s.m.GetVersionedPodStatus(pod.UID)
 		if !ok {
 			continue
 		}
-		s.syncPod(ctx, pod, st, version, full)
+		target, rec := s.recordFor(ctx, pod)
+		if rec == nil {
+			continue
+		}
+		jobs = append(jobs, job{pod: pod, target: target, st: st, version: version, rec: rec})
+	}
+	var (
+		wg        sync.WaitGroup
+		answered  atomic.Bool
+		slots     = make(chan struct{}, maxParallelWrites)
+		cancelled bool
+	)
+	for _, j := range jobs {
+		if ctx.Err() != nil {
+			cancelled = true
+			break
+		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			if s.syncPod(ctx, j.pod, j.target, j.st, j.version, j.rec, full) {
+				answered.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	if answered.Load() {
+		s.reachable()
 	}
 	var retry time.Time
 	for uid, rec := range s.records {
-		if !seen[uid] {
+		if !seen[uid] || rec.drop {
 			delete(s.records, uid)
 			continue
 		}
@@ -234,24 +303,25 @@ func (s *Syncer) syncRound(ctx context.Context, full bool) time.Time {
 			retry = rec.retryAt
 		}
 	}
+	if cancelled {
+		return time.Time{}
+	}
 	return retry
 }
 
-// syncPod writes one pod's status if its version changed (or, when full,
-// if the API's status differs), and deletes the pod from the API once it
-// may be.
-func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod, st v1.PodStatus, version uint64, full bool) {
-	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID)
-	static := podconfig.IsStatic(pod)
+// recordFor returns the API object the pod's status goes to (its mirror
+// pod for a static pod) and the pod's record, created or replaced when the
+// target changed; nil when there is no target yet.
+func (s *Syncer) recordFor(ctx context.Context, pod *v1.Pod) (*v1.Pod, *record) {
 	target := pod
-	if static {
+	if podconfig.IsStatic(pod) {
 		if s.opts.MirrorPod == nil {
-			return
+			return nil, nil
 		}
 		mp, ok := s.opts.MirrorPod(pod)
 		if !ok || mp == nil {
-			logger.V(5).Info("Static pod has no mirror pod yet, status not sent")
-			return
+			klog.FromContext(ctx).V(5).Info("Static pod has no mirror pod yet, status not sent", "pod", klog.KObj(pod), "podUID", pod.UID)
+			return nil, nil
 		}
 		target = mp
 	}
@@ -260,11 +330,21 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod, st v1.PodStatus, vers
 		rec = &record{target: target.UID}
 		s.records[pod.UID] = rec
 	}
+	return target, rec
+}
+
+// syncPod writes one pod's status to target if its version changed (or,
+// when full, if the API's status differs), and deletes the pod from the
+// API once it may be. It touches no record but rec and reports whether
+// the API server answered a call successfully.
+func (s *Syncer) syncPod(ctx context.Context, pod, target *v1.Pod, st v1.PodStatus, version uint64, rec *record, full bool) bool {
+	logger := klog.FromContext(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID)
+	static := podconfig.IsStatic(pod)
 	if rec.gone {
-		return
+		return false
 	}
 	if rec.failures > 0 && s.clk.Now().Before(rec.retryAt) {
-		return
+		return false
 	}
 
 	var cached *v1.Pod
@@ -284,7 +364,7 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod, st v1.PodStatus, vers
 		}
 	}
 	if version <= rec.version && !deleting {
-		return
+		return false
 	}
 
 	if rec.api == nil {
@@ -293,12 +373,12 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod, st v1.PodStatus, vers
 			got, err := s.kube.CoreV1().Pods(target.Namespace).Get(ctx, target.Name, metav1.GetOptions{})
 			if err != nil {
 				s.failed(ctx, pod, rec, deleting, "get", err)
-				return
+				return false
 			}
 			if got.UID != target.UID {
 				logger.V(2).Info("Pod in the API was replaced, status not sent", "apiUID", got.UID)
 				s.forget(pod, rec, deleting)
-				return
+				return false
 			}
 			base = got
 		}
@@ -311,13 +391,13 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod, st v1.PodStatus, vers
 		if err != nil {
 			logger.Error(err, "Cannot compute pod status patch")
 			s.backoff(rec)
-			return
+			return false
 		}
 		res, err := s.kube.CoreV1().Pods(target.Namespace).Patch(ctx, target.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 		if err != nil {
 			s.note(pod, journal.Entry{Kind: journal.KindStatus, Reason: "WriteFailed", Message: "status not written: " + err.Error()})
 			s.failed(ctx, pod, rec, deleting, "patch", err)
-			return
+			return false
 		}
 		if res != nil && res.UID == target.UID {
 			rec.api = res.Status.DeepCopy()
@@ -335,15 +415,15 @@ func (s *Syncer) syncPod(ctx context.Context, pod *v1.Pod, st v1.PodStatus, vers
 	rec.version = version
 	rec.failures = 0
 	rec.unreachable = false
-	s.reachable()
 	if deleting {
 		s.delete(ctx, pod, rec)
 	}
+	return true
 }
 
-// reachable is called after a successful call: the API server answers
-// again, so pods whose writes failed only because it did not are retried
-// in the next round instead of waiting out their backoff. A status that
+// reachable is called after a round with a successful call: the API
+// server answers again, so pods whose writes failed only because it did
+// not are retried in the next round instead of waiting out their backoff. A status that
 // changed during an outage reaches the API within a round of its return.
 func (s *Syncer) reachable() {
 	now := s.clk.Now()
@@ -368,7 +448,7 @@ func (s *Syncer) delete(ctx context.Context, pod *v1.Pod, rec *record) {
 		return
 	}
 	logger.V(2).Info("Pod fully terminated and removed from the API server")
-	delete(s.records, pod.UID)
+	rec.drop = true
 	s.m.RemovePod(pod.UID)
 }
 
@@ -399,7 +479,7 @@ func (s *Syncer) forget(pod *v1.Pod, rec *record, deleting bool) {
 	rec.api = nil
 	rec.failures = 0
 	if deleting {
-		delete(s.records, pod.UID)
+		rec.drop = true
 		s.m.RemovePod(pod.UID)
 	}
 }

@@ -223,6 +223,53 @@ func TestSyncerBatchesChanges(t *testing.T) {
 	}
 }
 
+// A change after a quiet period is written at once; a change within the
+// batch period after that round waits for the end of the period.
+func TestSyncerWritesLoneChangeAtOnce(t *testing.T) {
+	pod := boundPod("default", "web", "uid-1")
+	e := newSyncerEnv(t, SyncerOptions{}, pod)
+	rounds := make(chan struct{}, 10)
+	e.s.afterRound = func() { rounds <- struct{}{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	<-rounds                    // the initial round, nothing to do
+	waitForWaiters(t, e.clk, 1) // the resync ticker
+	e.clk.Step(DefaultBatchPeriod)
+
+	e.m.SetPodStatus(pod, runningStatus(t0))
+	select { // no clock step: the round runs at once
+	case <-rounds:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no round after a lone change without the clock moving")
+	}
+	if n := countVerb(e.kube.Actions(), "patch/status"); n != 1 {
+		t.Fatalf("patches after a lone change = %d, want 1 (actions %v)", n, verbs(e.kube.Actions()))
+	}
+
+	e.kube.ClearActions()
+	notReady := runningStatus(t0)
+	notReady.ContainerStatuses[0].Ready = false
+	e.m.SetPodStatus(pod, notReady)
+	waitForWaiters(t, e.clk, 2) // the resync ticker and the batch timer
+	select {
+	case <-rounds:
+		t.Fatalf("a second change within the batch period was written at once (actions %v)", verbs(e.kube.Actions()))
+	default:
+	}
+	e.clk.Step(DefaultBatchPeriod)
+	<-rounds
+	if n := countVerb(e.kube.Actions(), "patch/status"); n != 1 {
+		t.Errorf("patches at the end of the batch period = %d, want 1 (actions %v)", n, verbs(e.kube.Actions()))
+	}
+}
+
 // waitForWaiters waits until clk has n timers or tickers waiting.
 func waitForWaiters(t *testing.T, clk *clocktesting.FakeClock, n int) {
 	t.Helper()

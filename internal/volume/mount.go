@@ -38,6 +38,58 @@ type Mounter interface {
 	List() ([]MountPoint, error)
 }
 
+// mountChecker is a Mounter that tells whether one path is a mount point
+// without reading the whole mount table. Set-up checks its tmpfs volumes
+// on every sync of every pod, and the table grows with the pods (each adds
+// its own mounts), so a full read each time costs O(pods²) in a burst.
+type mountChecker interface {
+	// IsMountPoint reports whether path is a mount point of type fstype
+	// ("" for any); ok is false when it cannot tell (e.g. an fstype it
+	// does not know) and the table must be read.
+	IsMountPoint(path, fstype string) (mounted, ok bool, err error)
+}
+
+// fsMagic are the statfs(2) f_type values of the types mountChecker knows.
+var fsMagic = map[string]int64{"tmpfs": unix.TMPFS_MAGIC}
+
+// IsMountPoint implements mountChecker: path is a mount point when it lies
+// on another device than its parent directory (or is "/"), and of type
+// fstype when statfs(2) says so. A bind mount from the same filesystem is
+// not seen; the volumes this serves are tmpfs mounts of their own.
+func (systemMounter) IsMountPoint(path, fstype string) (bool, bool, error) {
+	magic, known := fsMagic[fstype]
+	if fstype != "" && !known {
+		return false, false, nil
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, true, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("resolve %s: %w", path, err)
+	}
+	var st, parent unix.Stat_t
+	if err := unix.Stat(real, &st); err != nil {
+		return false, false, fmt.Errorf("stat %s: %w", real, err)
+	}
+	if real != "/" {
+		if err := unix.Stat(filepath.Dir(real), &parent); err != nil {
+			return false, false, fmt.Errorf("stat %s: %w", filepath.Dir(real), err)
+		}
+		if st.Dev == parent.Dev {
+			return false, true, nil
+		}
+	}
+	if fstype == "" {
+		return true, true, nil
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(real, &fs); err != nil {
+		return false, false, fmt.Errorf("statfs %s: %w", real, err)
+	}
+	return int64(fs.Type) == magic, true, nil
+}
+
 // mountinfoPath is where the system mounter reads the mount table.
 const mountinfoPath = "/proc/self/mountinfo"
 

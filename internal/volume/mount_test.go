@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -75,4 +76,60 @@ func FuzzParseMountInfo(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The system mounter's single-path check agrees with the mount table of
+// this process, without root: a fresh directory is no mount point, /proc
+// is one but not a tmpfs, and the system's tmpfs mounts the table lists
+// are tmpfs mount points.
+func TestSystemMounterIsMountPoint(t *testing.T) {
+	sm := systemMounter{}
+	dir := t.TempDir()
+	tests := []struct {
+		path, fstype    string
+		wantMounted     bool
+		wantOK          bool
+		skipUnlessProcs bool
+	}{
+		{dir, "tmpfs", false, true, false},
+		{dir, "", false, true, false},
+		{dir + "/missing", "tmpfs", false, true, false},
+		{"/", "", true, true, false},
+		{"/proc", "", true, true, true},
+		{"/proc", "tmpfs", false, true, true},
+		{dir, "ext4", false, false, false}, // a type it does not know: read the table
+	}
+	mps, err := sm.List()
+	if err != nil {
+		t.Skipf("skipping: no readable mount table: %v", err)
+	}
+	listed := map[string][]string{}
+	for _, mp := range mps {
+		listed[mp.Path] = append(listed[mp.Path], mp.FSType)
+	}
+	for _, tt := range tests {
+		if tt.skipUnlessProcs && len(listed["/proc"]) == 0 {
+			continue
+		}
+		mounted, ok, err := sm.IsMountPoint(tt.path, tt.fstype)
+		if err != nil || mounted != tt.wantMounted || ok != tt.wantOK {
+			t.Errorf("IsMountPoint(%s, %q) = %v, %v, %v; want %v, %v, nil", tt.path, tt.fstype, mounted, ok, err, tt.wantMounted, tt.wantOK)
+		}
+	}
+	// Mounts of the system, which stay while the test runs (pods' volumes
+	// of a running node may not).
+	for _, path := range []string{"/dev/shm", "/run", "/sys/fs/cgroup", "/tmp"} {
+		types := listed[path]
+		// The last mount at a path is the visible one.
+		if len(types) == 0 || types[len(types)-1] != "tmpfs" {
+			continue
+		}
+		if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+			continue
+		}
+		mounted, ok, err := sm.IsMountPoint(path, "tmpfs")
+		if err != nil || !ok || !mounted {
+			t.Errorf("IsMountPoint(%s, tmpfs) = %v, %v, %v; the mount table has a tmpfs there", path, mounted, ok, err)
+		}
+	}
 }

@@ -311,6 +311,11 @@ func (m *Manager) setUpContent(ctx context.Context, pod *v1.Pod, v *v1.Volume) (
 // isMountPoint reports whether path is a mount point of the given type
 // (any type when fstype is empty).
 func (m *Manager) isMountPoint(path, fstype string) (bool, error) {
+	if mc, ok := m.mounter.(mountChecker); ok {
+		if mounted, ok, err := mc.IsMountPoint(path, fstype); ok || err != nil {
+			return mounted, err
+		}
+	}
 	mps, err := m.mounter.List()
 	if err != nil {
 		return false, err

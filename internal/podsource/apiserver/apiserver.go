@@ -139,6 +139,22 @@ func (s *Source) MirrorPods() []*v1.Pod {
 	return out
 }
 
+// Pod returns a copy of the node's pod namespace/name as the informer's
+// cache holds it, status included (a mirror pod too), and false when the
+// cache has no such pod bound to this node. It costs one lookup whatever
+// the number of pods.
+func (s *Source) Pod(namespace, name string) (*v1.Pod, bool) {
+	obj, ok, err := s.informer.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	p, ok := obj.(*v1.Pod)
+	if !ok || p.Spec.NodeName != s.nodeName {
+		return nil, false
+	}
+	return p.DeepCopy(), true
+}
+
 // Run lists and watches the node's pods and delivers the full set after the
 // initial list and after every change, until ctx is done; then it returns
 // nil. Failing list or watch requests are retried with backoff by the

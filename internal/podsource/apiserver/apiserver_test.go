@@ -462,3 +462,51 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// Pod reads one pod of the node from the cache, with the status the API
+// holds now, including status-only changes that deliver no new set
+// contents downstream.
+func TestPodReadsCurrentStatus(t *testing.T) {
+	kube := fake.NewClientset(
+		mkPod("a", "a", node),
+		mkPod("m", "static-node-a", node, mirror),
+		mkPod("o", "other", "node-b"),
+	)
+	rec := newRecorder()
+	src := New(kube, node, rec.sink)
+	ctx := start(t, src)
+	rec.waitFor(t, "[a]", hasUIDs("a"))
+
+	tests := []struct {
+		name   string
+		wantOK bool
+	}{
+		{"a", true},
+		{"static-node-a", true},
+		{"other", false}, // bound to another node
+		{"missing", false},
+	}
+	for _, tt := range tests {
+		p, ok := src.Pod("default", tt.name)
+		if ok != tt.wantOK || (ok && p.Name != tt.name) {
+			t.Errorf("Pod(default, %s) = %v, %v; want ok %v", tt.name, p, ok, tt.wantOK)
+		}
+	}
+
+	upd := mkPod("a", "a", node, phase(v1.PodRunning))
+	if _, err := kube.CoreV1().Pods("default").UpdateStatus(ctx, upd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "pod a Running", func(set []*v1.Pod) bool {
+		return len(set) == 1 && set[0].Status.Phase == v1.PodRunning
+	})
+	p, ok := src.Pod("default", "a")
+	if !ok || p.Status.Phase != v1.PodRunning {
+		t.Fatalf("Pod(default, a) = %v, %v; want the Running status", p, ok)
+	}
+	// A copy: changing it leaves the cache alone.
+	p.Status.Phase = v1.PodFailed
+	if again, _ := src.Pod("default", "a"); again.Status.Phase != v1.PodRunning {
+		t.Errorf("the cache changed with the returned copy: phase %q", again.Status.Phase)
+	}
+}

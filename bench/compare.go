@@ -1,0 +1,767 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/heartlet/heartlet/internal/errdefs"
+	"github.com/heartlet/heartlet/internal/runtime"
+)
+
+// The agents the side-by-side benchmark knows.
+const (
+	agentHeartlet = "heartlet"
+	agentKubelet  = "kubelet"
+	agentFloor    = "floor"
+	// agentBase is a second heartlet build (-heartlet-base), e.g. before a
+	// change, measured in the same run for a before/after ratio.
+	agentBase = "heartlet-base"
+)
+
+// compareOptions are the inputs of the side-by-side benchmark.
+type compareOptions struct {
+	heartletBin, kubeletBin string
+	baseBin                 string
+	endpoint, image         string
+	adminKubeconfig, nodeKC string
+	nodeName                string
+	counts                  []int
+	agents                  []string
+	idle, idleWithPods      time.Duration
+	namespace               string
+	containerdPidFile       string
+	profileDir              string
+	keep                    bool
+}
+
+// result is what one agent measured for one pod count. CPU figures are
+// milliseconds of CPU time; a negative value means not measured.
+type result struct {
+	n                                int
+	p50, p90, p99, allRunning        time.Duration
+	allDeleted                       time.Duration
+	cpuStartMs, cpuDeleteMs          float64 // agent CPU per pod
+	runtimeStartMs, runtimeDeleteMs  float64 // containerd and its children per pod
+	rssWithPodsMiB                   float64
+	trace                            stepTimes // heartlet only
+	traceMissing                     int
+	apiPerMinWithPods, cpuPerMinPods float64
+}
+
+// agentResult is everything measured for one agent.
+type agentResult struct {
+	name                   string
+	rssIdleMiB             float64
+	apiPerMinIdle, cpuIdle float64 // per minute; cpu in ms
+	byN                    map[int]*result
+	version, leftoverPods  string
+}
+
+// runCompare runs heartlet, the upstream kubelet and the in-process CRI
+// floor one after the other on the same containerd and control plane with
+// the same KubeletConfiguration file and workload, and prints one table.
+func runCompare(o compareOptions) error {
+	ctx := context.Background()
+	if o.endpoint == "" {
+		return fmt.Errorf("no CRI endpoint: set -endpoint or HEARTLET_CRI_ENDPOINT")
+	}
+	rs, err := runtime.New(ctx, o.endpoint, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rs.Close(ctx) }()
+	var cs kubernetes.Interface
+	if needsCluster(o.agents) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.adminKubeconfig)
+		if err != nil {
+			return fmt.Errorf("admin kubeconfig %q: %w", o.adminKubeconfig, err)
+		}
+		cfg.QPS, cfg.Burst = 200, 400
+		if cs, err = kubernetes.NewForConfig(cfg); err != nil {
+			return err
+		}
+	}
+	dir, err := os.MkdirTemp("", "heartlet-bench-compare-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Printf("compare: keeping %s (agent logs, profiles)\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	roPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	config := filepath.Join(dir, "kubelet-config.yaml")
+	if err := os.WriteFile(config, []byte(sharedConfig(o.endpoint, filepath.Join(dir, "logs"), port, roPort, o.profileDir != "")), 0o644); err != nil {
+		return err
+	}
+	// The image is present before any agent runs: no agent pays for a pull.
+	if ref, err := rs.ImageRef(ctx, o.image); err != nil {
+		return err
+	} else if ref == "" {
+		if _, err := rs.PullImage(ctx, o.image, nil, nil); err != nil {
+			return fmt.Errorf("pull the benchmark image: %w", err)
+		}
+	}
+	fmt.Printf("compare: containerd %s; one KubeletConfiguration for every agent: %s\n", runtimeVersion(ctx, rs), config)
+
+	var (
+		results []*agentResult
+		errs    []error
+	)
+	for _, a := range o.agents {
+		var r *agentResult
+		switch a {
+		case agentFloor:
+			r, err = runFloor(ctx, rs, o)
+		default:
+			r, err = runAgent(ctx, cs, rs, o, a, dir, config, roPort, port)
+		}
+		if r != nil {
+			results = append(results, r)
+		}
+		if err != nil {
+			// What was measured is still printed; the next agent
+			// starts after a clean-up.
+			err = fmt.Errorf("%s: %w", a, err)
+			fmt.Printf("compare: %v\n", err)
+			errs = append(errs, err)
+			cleanUp(ctx, cs, rs, o)
+		}
+	}
+	printTable(os.Stdout, results, o.counts)
+	return errors.Join(errs...)
+}
+
+// cleanUp removes, best effort, whatever a failed agent left: the
+// benchmark's pods in the API (at once) and in the runtime, and the Node.
+func cleanUp(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime, o compareOptions) {
+	if cs != nil {
+		_ = cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
+		_ = deleteNode(ctx, cs, o.nodeName)
+	}
+	for _, ns := range []string{o.namespace, o.namespace + "-floor"} {
+		if _, err := removeRuntimePods(ctx, rs, ns); err != nil {
+			fmt.Printf("compare: clean-up of namespace %s in the runtime: %v\n", ns, err)
+		}
+	}
+}
+
+func needsCluster(agents []string) bool {
+	for _, a := range agents {
+		if a != agentFloor {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedConfig is the one KubeletConfiguration both agents read. Only
+// fields both honour: the kubelet 1.35+ refuses cgroup v1 unless
+// failCgroupV1 is false; image garbage collection is off so the test image
+// stays; the HTTPS server listens on loopback and answers anyone, as it
+// serves only the profiles the benchmark reads. Contention (block and
+// mutex) profiling, which costs CPU, is on only when profiles are asked for.
+func sharedConfig(endpoint, logs string, port, roPort int, contention bool) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: %s
+address: 127.0.0.1
+port: %d
+readOnlyPort: %d
+healthzPort: 0
+podLogsDir: %s
+cgroupDriver: cgroupfs
+failSwapOn: false
+failCgroupV1: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+enableProfilingHandler: true
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+enableContentionProfiling: %t
+`, endpoint, port, roPort, logs, contention)
+}
+
+func runtimeVersion(ctx context.Context, rs *runtime.Runtime) string {
+	v, err := rs.Version(ctx)
+	if err != nil {
+		return "unknown"
+	}
+	return v.RuntimeName + " " + v.RuntimeVersion
+}
+
+// runAgent starts one agent (heartlet or the kubelet) as the node, measures
+// it idle and for every pod count, stops it and leaves neither its pods nor
+// its Node behind.
+func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime, o compareOptions, name, dir, config string, roPort, port int) (*agentResult, error) {
+	bin := o.heartletBin
+	switch name {
+	case agentKubelet:
+		bin = o.kubeletBin
+	case agentBase:
+		bin = o.baseBin
+	}
+	res := &agentResult{name: name, byN: map[int]*result{}}
+	if out, err := exec.Command(bin, "--version").CombinedOutput(); err == nil {
+		res.version, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
+	}
+	// Each agent registers the Node afresh, with its own root directory
+	// (and so its own self-signed serving certificate).
+	if err := deleteNode(ctx, cs, o.nodeName); err != nil {
+		return res, err
+	}
+	root := filepath.Join(dir, name+"-root")
+	logf, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		return res, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "--config", config, "--root-dir", root,
+		"--kubeconfig", o.nodeKC, "--hostname-override", o.nodeName)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("start %s: %w", bin, err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	defer stop()
+	pid := cmd.Process.Pid
+	fmt.Printf("compare: %s (%s) started, pid %d, log %s\n", name, res.version, pid, logf.Name())
+
+	if err := waitNodeSchedulable(ctx, cs, o.nodeName, 2*time.Minute); err != nil {
+		return res, err
+	}
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", roPort)
+	time.Sleep(10 * time.Second) // let registration and the first syncs settle
+	if rss, err := rssKiB(pid); err == nil {
+		res.rssIdleMiB = float64(rss) / 1024
+	}
+	if o.idle > 0 {
+		res.apiPerMinIdle, res.cpuIdle, err = idleWindow(pid, metricsURL, o.idle)
+		if err != nil {
+			return res, err
+		}
+	}
+	fmt.Printf("compare: %s idle rss=%.1fMiB api=%.1f/min cpu=%.0fms/min\n", name, res.rssIdleMiB, res.apiPerMinIdle, res.cpuIdle)
+
+	if err := ensureNamespace(ctx, cs, o.namespace); err != nil {
+		return res, err
+	}
+	ctrdPid := containerdPid(o.containerdPidFile)
+	for _, n := range o.counts {
+		r := &result{n: n}
+		co := clusterOptions{image: o.image, nodeName: o.nodeName, pods: n, namespace: o.namespace, startTimeout: 10 * time.Minute}
+		var prof *profiler
+		if (name == agentHeartlet || name == agentBase) && o.profileDir != "" {
+			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), filepath.Join(o.profileDir, fmt.Sprintf("%s-%d", name, n)))
+		}
+		a0, c0 := cpuMs(pid), cpuMsAll(ctrdPid)
+		start := time.Now()
+		times, err := podStartLatency(ctx, cs, co)
+		if err != nil {
+			return res, err
+		}
+		lat := latencies(times)
+		r.allRunning = time.Since(start)
+		a1, c1 := cpuMs(pid), cpuMsAll(ctrdPid)
+		prof.wait()
+		r.p50, r.p90, r.p99 = percentile(lat, 50), percentile(lat, 90), percentile(lat, 99)
+		r.cpuStartMs = (a1 - a0) / float64(n)
+		r.runtimeStartMs = (c1 - c0) / float64(n)
+		time.Sleep(5 * time.Second)
+		if rss, err := rssKiB(pid); err == nil {
+			r.rssWithPodsMiB = float64(rss) / 1024
+		}
+		if o.idleWithPods > 0 {
+			r.apiPerMinWithPods, r.cpuPerMinPods, err = idleWindow(pid, metricsURL, o.idleWithPods)
+			if err != nil {
+				return res, err
+			}
+		}
+		if name == agentHeartlet || name == agentBase {
+			r.trace, r.traceMissing = traceStarts(fmt.Sprintf("http://127.0.0.1:%d", roPort), o.namespace, times)
+		}
+
+		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
+		start = time.Now()
+		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return res, fmt.Errorf("delete bench pods: %w", err)
+		}
+		if err := waitNoPods(ctx, cs, o.namespace, 10*time.Minute); err != nil {
+			return res, err
+		}
+		r.allDeleted = time.Since(start)
+		a3, c3 := cpuMs(pid), cpuMsAll(ctrdPid)
+		r.cpuDeleteMs = (a3 - a2) / float64(n)
+		r.runtimeDeleteMs = (c3 - c2) / float64(n)
+		res.byN[n] = r
+		fmt.Printf("compare: %s pods=%d p50=%.2fs p90=%.2fs p99=%.2fs all-running=%.2fs all-deleted=%.2fs cpu/pod start=%.0fms delete=%.0fms rss=%.1fMiB\n",
+			name, n, r.p50.Seconds(), r.p90.Seconds(), r.p99.Seconds(), r.allRunning.Seconds(), r.allDeleted.Seconds(), r.cpuStartMs, r.cpuDeleteMs, r.rssWithPodsMiB)
+		time.Sleep(5 * time.Second)
+	}
+	stop()
+	// Whatever the agent left in the runtime (e.g. exited sandboxes its
+	// garbage collection had not removed yet) goes before the next agent.
+	left, err := removeRuntimePods(ctx, rs, o.namespace)
+	if err != nil {
+		return res, err
+	}
+	res.leftoverPods = strconv.Itoa(left)
+	if err := deleteNode(ctx, cs, o.nodeName); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// idleWindow returns the agent's API requests and CPU milliseconds per
+// minute over d.
+func idleWindow(pid int, metricsURL string, d time.Duration) (apiPerMin, cpuPerMin float64, err error) {
+	r0, err := restRequests(metricsURL)
+	if err != nil {
+		return 0, 0, err
+	}
+	c0, t0 := cpuMs(pid), time.Now()
+	time.Sleep(d)
+	r1, err := restRequests(metricsURL)
+	if err != nil {
+		return 0, 0, err
+	}
+	mins := time.Since(t0).Minutes()
+	return (r1 - r0) / mins, (cpuMs(pid) - c0) / mins, nil
+}
+
+// deleteNode removes the Node and its Lease so that the next agent
+// registers from nothing.
+func deleteNode(ctx context.Context, cs kubernetes.Interface, name string) error {
+	if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete node %s: %w", name, err)
+	}
+	if err := cs.CoordinationV1().Leases("kube-node-lease").Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete lease of node %s: %w", name, err)
+	}
+	return nil
+}
+
+// removeRuntimePods stops and removes every sandbox of namespace in the
+// runtime and returns how many there were.
+func removeRuntimePods(ctx context.Context, rs *runtime.Runtime, namespace string) (int, error) {
+	pods, err := rs.ListPods(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods {
+		if p.Namespace != namespace {
+			continue
+		}
+		for _, s := range p.Sandboxes {
+			n++
+			if err := rs.StopPodSandbox(ctx, s.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				return n, err
+			}
+			if err := rs.RemovePodSandbox(ctx, s.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// runFloor creates the same pods with nothing but CRI calls, all at once:
+// RunPodSandbox, CreateContainer, StartContainer per pod; then stops
+// (grace 1 s) and removes them. It is the time the runtime alone needs.
+func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agentResult, error) {
+	ns := o.namespace + "-floor"
+	res := &agentResult{name: agentFloor, byN: map[int]*result{}, version: "in-process CRI client"}
+	ctrdPid := containerdPid(o.containerdPidFile)
+	logDir, err := os.MkdirTemp("", "heartlet-bench-floor-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(logDir)
+	for _, n := range o.counts {
+		r := &result{n: n, cpuStartMs: -1, cpuDeleteMs: -1}
+		type pod struct {
+			sandbox, container string
+			lat                time.Duration
+			err                error
+		}
+		pods := make([]pod, n)
+		c0 := cpuMsAll(ctrdPid)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p := &pods[i]
+				p.sandbox, p.container, p.err = floorStart(ctx, rs, ns, fmt.Sprintf("bench-%d", i), o.image, logDir)
+				p.lat = time.Since(start)
+			}()
+		}
+		wg.Wait()
+		r.allRunning = time.Since(start)
+		c1 := cpuMsAll(ctrdPid)
+		lat := make([]time.Duration, 0, n)
+		var errs []error
+		for _, p := range pods {
+			if p.err != nil {
+				errs = append(errs, p.err)
+			}
+			lat = append(lat, p.lat)
+		}
+		if err := errors.Join(errs...); err != nil {
+			_, _ = removeRuntimePods(ctx, rs, ns)
+			return nil, err
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		r.p50, r.p90, r.p99 = percentile(lat, 50), percentile(lat, 90), percentile(lat, 99)
+		r.runtimeStartMs = (c1 - c0) / float64(n)
+		time.Sleep(5 * time.Second)
+
+		c2 := cpuMsAll(ctrdPid)
+		start = time.Now()
+		errc := make(chan error, n)
+		for _, p := range pods {
+			go func() {
+				err := rs.StopContainer(ctx, p.container, time.Second)
+				if err == nil {
+					err = rs.StopPodSandbox(ctx, p.sandbox)
+				}
+				if err == nil {
+					err = rs.RemovePodSandbox(ctx, p.sandbox)
+				}
+				errc <- err
+			}()
+		}
+		for range n {
+			errs = append(errs, <-errc)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		r.allDeleted = time.Since(start)
+		r.runtimeDeleteMs = (cpuMsAll(ctrdPid) - c2) / float64(n)
+		res.byN[n] = r
+		fmt.Printf("compare: floor pods=%d p50=%.2fs p90=%.2fs p99=%.2fs all-running=%.2fs all-deleted=%.2fs\n",
+			n, r.p50.Seconds(), r.p90.Seconds(), r.p99.Seconds(), r.allRunning.Seconds(), r.allDeleted.Seconds())
+		time.Sleep(5 * time.Second)
+	}
+	left, err := removeRuntimePods(ctx, rs, ns)
+	if err != nil {
+		return nil, err
+	}
+	res.leftoverPods = strconv.Itoa(left)
+	return res, nil
+}
+
+// floorStart runs one pod's sandbox and container and starts it.
+func floorStart(ctx context.Context, rs *runtime.Runtime, ns, name, image, logDir string) (sandbox, container string, err error) {
+	uid := string(uuid.NewUUID())
+	labels := map[string]string{runtime.LabelPodName: name, runtime.LabelPodNamespace: ns, runtime.LabelPodUID: uid}
+	sb := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: ns, Uid: uid},
+		Hostname:     name,
+		LogDirectory: filepath.Join(logDir, uid),
+		Labels:       labels,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
+			},
+		},
+	}
+	if sandbox, err = rs.RunPodSandbox(ctx, sb, ""); err != nil {
+		return "", "", err
+	}
+	cl := map[string]string{runtime.LabelPodName: name, runtime.LabelPodNamespace: ns, runtime.LabelPodUID: uid, runtime.LabelContainerName: "c"}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
+		Image:    &runtimeapi.ImageSpec{Image: image},
+		Command:  []string{"sleep", "3600"},
+		LogPath:  "c/0.log",
+		Labels:   cl,
+		Linux:    &runtimeapi.LinuxContainerConfig{},
+	}
+	if container, err = rs.CreateContainer(ctx, sandbox, cfg, sb); err != nil {
+		return sandbox, "", err
+	}
+	return sandbox, container, rs.StartContainer(ctx, container)
+}
+
+// containerdPid reads the runtime's pid file; 0 when there is none.
+func containerdPid(file string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+const msPerTick = 10 // USER_HZ is 100 on Linux
+
+// cpuMs is pid's own CPU time in milliseconds (0 when unreadable).
+func cpuMs(pid int) float64 {
+	t, err := cpuTicks(pid)
+	if err != nil {
+		return 0
+	}
+	return float64(t * msPerTick)
+}
+
+// cpuMsAll is pid's CPU time plus that of its reaped children in
+// milliseconds: for containerd, its own work plus the CNI plugins and shim
+// launchers it ran (0 when unreadable or pid is 0).
+func cpuMsAll(pid int) float64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 15 {
+		return 0
+	}
+	var sum int64
+	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		sum += v
+	}
+	return float64(sum * msPerTick)
+}
+
+// profiler fetches a CPU and a block profile of heartlet during a burst.
+type profiler struct{ wg sync.WaitGroup }
+
+// startProfiles fetches, concurrently, a 20 s CPU profile, and block and
+// mutex profiles at the end of it, from base's /debug/pprof/ into prefix-*.
+func startProfiles(base, prefix string) *profiler {
+	p := &profiler{}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		fetch(base+"/debug/pprof/profile?seconds=20", prefix+"-cpu.pprof")
+		fetch(base+"/debug/pprof/block", prefix+"-block.pprof")
+		fetch(base+"/debug/pprof/mutex", prefix+"-mutex.pprof")
+		fetch(base+"/debug/pprof/goroutine", prefix+"-goroutine.pprof")
+		fetch(base+"/debug/pprof/heap", prefix+"-heap.pprof")
+	}()
+	return p
+}
+
+func (p *profiler) wait() {
+	if p != nil {
+		p.wg.Wait()
+	}
+}
+
+// fetch writes url's body to file; failures are printed, not fatal.
+func fetch(url, file string) {
+	c := &http.Client{Transport: insecureTransport(), Timeout: time.Minute}
+	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Printf("compare: profile %s: %v\n", url, err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		fmt.Printf("compare: profile %s: %v\n", file, err)
+		return
+	}
+	defer f.Close()
+	if _, err := f.ReadFrom(resp.Body); err != nil {
+		fmt.Printf("compare: profile %s: %v\n", url, err)
+	}
+}
+
+// insecureTransport trusts any certificate: the agents' serving
+// certificates are self-signed and the profiles come from loopback.
+func insecureTransport() *http.Transport {
+	return &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // loopback, self-signed
+}
+
+// printTable prints one row per measure and one column per agent, then the
+// ratios heartlet/kubelet and heartlet/floor.
+func printTable(w io.Writer, results []*agentResult, counts []int) {
+	by := map[string]*agentResult{}
+	header := "| |"
+	sep := "|---|"
+	for _, r := range results {
+		by[r.name] = r
+		header += " " + r.name + " |"
+		sep += "---|"
+	}
+	h, k, f, b := by[agentHeartlet], by[agentKubelet], by[agentFloor], by[agentBase]
+	if h != nil && b != nil {
+		header += " heartlet/heartlet-base |"
+		sep += "---|"
+	}
+	if h != nil && k != nil {
+		header += " heartlet/kubelet |"
+		sep += "---|"
+	}
+	if h != nil && f != nil {
+		header += " heartlet/floor |"
+		sep += "---|"
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, sep)
+	row := func(label, unit string, get func(*agentResult) float64) {
+		line := "| " + label + " |"
+		val := map[string]float64{}
+		for _, r := range results {
+			v := get(r)
+			val[r.name] = v
+			if v < 0 {
+				line += " – |"
+				continue
+			}
+			line += " " + strconv.FormatFloat(v, 'f', precision(unit), 64) + unit + " |"
+		}
+		ratio := func(a, b *agentResult) string {
+			if val[a.name] < 0 || val[b.name] <= 0 {
+				return " – |"
+			}
+			return fmt.Sprintf(" %.2f |", val[a.name]/val[b.name])
+		}
+		if h != nil && b != nil {
+			line += ratio(h, b)
+		}
+		if h != nil && k != nil {
+			line += ratio(h, k)
+		}
+		if h != nil && f != nil {
+			line += ratio(h, f)
+		}
+		fmt.Fprintln(w, line)
+	}
+	na := func(r *agentResult, v float64) float64 {
+		if r.name == agentFloor {
+			return -1
+		}
+		return v
+	}
+	// missing stands for a pod count an agent did not finish: "–" in
+	// every row.
+	missing := &result{p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
+		runtimeStartMs: -1, runtimeDeleteMs: -1, rssWithPodsMiB: -1, apiPerMinWithPods: -1, cpuPerMinPods: -1}
+	for _, n := range counts {
+		get := func(r *agentResult) *result {
+			if x := r.byN[n]; x != nil {
+				return x
+			}
+			return missing
+		}
+		p := fmt.Sprintf("%d pods: ", n)
+		row(p+"create→Running p50", " s", func(r *agentResult) float64 { return get(r).p50.Seconds() })
+		row(p+"create→Running p90", " s", func(r *agentResult) float64 { return get(r).p90.Seconds() })
+		row(p+"create→Running p99", " s", func(r *agentResult) float64 { return get(r).p99.Seconds() })
+		row(p+"all Running", " s", func(r *agentResult) float64 { return get(r).allRunning.Seconds() })
+		row(p+"all deleted", " s", func(r *agentResult) float64 { return get(r).allDeleted.Seconds() })
+		row(p+"agent CPU per pod started", " ms", func(r *agentResult) float64 { return na(r, get(r).cpuStartMs) })
+		row(p+"agent CPU per pod deleted", " ms", func(r *agentResult) float64 { return na(r, get(r).cpuDeleteMs) })
+		row(p+"containerd CPU per pod started", " ms", func(r *agentResult) float64 { return get(r).runtimeStartMs })
+		row(p+"containerd CPU per pod deleted", " ms", func(r *agentResult) float64 { return get(r).runtimeDeleteMs })
+		row(p+"RSS with the pods", " MiB", func(r *agentResult) float64 { return na(r, get(r).rssWithPodsMiB) })
+		row(p+"API requests per minute, pods running", "", func(r *agentResult) float64 { return na(r, get(r).apiPerMinWithPods) })
+		row(p+"agent CPU per minute, pods running", " ms", func(r *agentResult) float64 { return na(r, get(r).cpuPerMinPods) })
+	}
+	row("RSS idle", " MiB", func(r *agentResult) float64 { return na(r, r.rssIdleMiB) })
+	row("API requests per minute, idle", "", func(r *agentResult) float64 { return na(r, r.apiPerMinIdle) })
+	row("agent CPU per minute, idle", " ms", func(r *agentResult) float64 { return na(r, r.cpuIdle) })
+	fmt.Fprintln(w)
+	for _, r := range results {
+		fmt.Fprintf(w, "%s: %s; runtime pods left after it stopped: %s\n", r.name, r.version, r.leftoverPods)
+	}
+	for _, a := range []*agentResult{b, h} {
+		if a == nil {
+			continue
+		}
+		for _, n := range counts {
+			if r := a.byN[n]; r != nil && r.trace != nil {
+				printTrace(w, a.name, n, r.trace, r.traceMissing)
+			}
+		}
+	}
+}
+
+func precision(unit string) int {
+	switch unit {
+	case " s":
+		return 2
+	case " MiB":
+		return 1
+	}
+	return 0
+}
+
+// parseCompare reads the -agents and -n flags.
+func parseCompare(agents, counts string) (compareOptions, error) {
+	var o compareOptions
+	for _, a := range strings.Split(agents, ",") {
+		a = strings.TrimSpace(a)
+		switch a {
+		case agentHeartlet, agentKubelet, agentFloor, agentBase:
+			o.agents = append(o.agents, a)
+		default:
+			return o, fmt.Errorf("unknown agent %q (want heartlet, heartlet-base, kubelet or floor)", a)
+		}
+	}
+	for _, f := range strings.Split(counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("bad pod count %q", f)
+		}
+		o.counts = append(o.counts, n)
+	}
+	return o, nil
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heartlet/heartlet/internal/journal"
+)
+
+func TestParseCompare(t *testing.T) {
+	tests := []struct {
+		agents, counts string
+		wantAgents     []string
+		wantCounts     []int
+		wantErr        string
+	}{
+		{"heartlet,kubelet,floor", "30,100", []string{"heartlet", "kubelet", "floor"}, []int{30, 100}, ""},
+		{" floor ", "5", []string{"floor"}, []int{5}, ""},
+		{"heartlet,docker", "5", nil, nil, `unknown agent "docker"`},
+		{"heartlet", "0", nil, nil, `bad pod count "0"`},
+		{"heartlet", "ten", nil, nil, `bad pod count "ten"`},
+	}
+	for _, tt := range tests {
+		o, err := parseCompare(tt.agents, tt.counts)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("parseCompare(%q, %q) error = %v, want %q", tt.agents, tt.counts, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("parseCompare(%q, %q): %v", tt.agents, tt.counts, err)
+			continue
+		}
+		if !reflect.DeepEqual(o.agents, tt.wantAgents) || !reflect.DeepEqual(o.counts, tt.wantCounts) {
+			t.Errorf("parseCompare(%q, %q) = %v %v, want %v %v", tt.agents, tt.counts, o.agents, o.counts, tt.wantAgents, tt.wantCounts)
+		}
+	}
+}
+
+func TestTraceStarts(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	journals := map[string]journal.PodJournal{
+		"bench-0": {Entries: []journal.Entry{
+			{Time: at(100), Message: "admitted"},
+			{Time: at(150), Message: "1 volumes ready"},
+			{Time: at(900), Message: "pod sandbox started (attempt 0, IPs [10.88.0.2])"},
+			{Time: at(1000), Message: "container created (restart count 0)"},
+			{Time: at(1200), Message: "container started"},
+			{Time: at(1300), Message: "status written: Pending, 0/1 containers ready"},
+			{Time: at(1600), First: at(1400), Count: 2, Message: "status written: Running, 1/1 containers ready"},
+		}},
+		// A container that failed to start once: the first success counts.
+		"bench-1": {Entries: []journal.Entry{
+			{Time: at(200), Message: "admitted"},
+			{Time: at(1100), Message: "container not started: boom"},
+			{Time: at(2000), Message: "container started"},
+		}},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/debug/pods/ns/"), "/journal")
+		pj, ok := journals[name]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(pj)
+	}))
+	defer srv.Close()
+
+	times := map[string]podTimes{
+		"bench-0": {created: t0, running: at(1800)},
+		"bench-1": {created: t0, running: at(2500)},
+		"bench-2": {created: t0, running: at(3000)}, // no journal
+	}
+	got, missing := traceStarts(srv.URL, "ns", times)
+	if missing != 1 {
+		t.Errorf("missing = %d, want 1", missing)
+	}
+	ms := func(v ...int) []time.Duration {
+		out := []time.Duration{}
+		for _, m := range v {
+			out = append(out, time.Duration(m)*time.Millisecond)
+		}
+		return out
+	}
+	want := stepTimes{ms(100, 200), ms(150), ms(900), ms(1000), ms(1200, 2000), ms(1400), ms(1800, 2500)}
+	for i := range want {
+		if len(got[i]) == 0 && len(want[i]) == 0 {
+			continue
+		}
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("step %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+}

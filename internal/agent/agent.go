@@ -152,6 +152,7 @@ type components struct {
 	features    podfields.Features
 	serviceEnv  *serviceenv.Env                                      // nil in standalone mode
 	servingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error) // nil: newKubeletAPI loads or makes it
+	certFailure <-chan error                                         // the client certificate's rotation gave up; nil without rotation
 	resizer     *resize.Manager
 	allocations *resize.Store
 
@@ -615,6 +616,7 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { return c.housekeep.Run(ctx) })
 	g.Go(func() error { return c.eviction.Run(ctx) })
 	g.Go(func() error { return c.gc.Run(ctx) })
+	g.Go(func() error { return waitCertificateFailure(ctx, c.certFailure) })
 	klog.FromContext(ctx).Info("Started heartlet", "node", c.nodeName, "staticPodPath", c.cfg.StaticPodPath)
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {

@@ -27,7 +27,9 @@ func TestKubeconfigToUse(t *testing.T) {
 		{"kubeconfig exists", []string{"--kubeconfig", "/etc/kubernetes/kubelet.conf", "--bootstrap-kubeconfig", "/etc/kubernetes/bootstrap-kubelet.conf"}, stat, "/etc/kubernetes/kubelet.conf", false, false},
 		{"kubeconfig missing", []string{"--kubeconfig", "/etc/kubernetes/missing.conf", "--bootstrap-kubeconfig", "/etc/kubernetes/bootstrap-kubelet.conf"}, stat, "/etc/kubernetes/bootstrap-kubelet.conf", true, false},
 		{"kubeconfig unreadable", []string{"--kubeconfig", "/etc/kubernetes/kubelet.conf", "--bootstrap-kubeconfig", "/etc/kubernetes/bootstrap-kubelet.conf"},
-			func(name string) (fs.FileInfo, error) { return nil, &fs.PathError{Op: "stat", Path: name, Err: syscall.EACCES} }, "", false, true},
+			func(name string) (fs.FileInfo, error) {
+				return nil, &fs.PathError{Op: "stat", Path: name, Err: syscall.EACCES}
+			}, "", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path, bootstrap, err := kubeconfigToUse(testOpts(t, tc.args...), tc.stat)

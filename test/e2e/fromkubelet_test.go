@@ -51,24 +51,13 @@ func writeUnder(t *testing.T, root, path, content string) {
 	}
 }
 
-// TestValidateFromKubelet lays out a kubeadm node under a temporary root
-// (the upstream kubelet's unit, kubeadm's drop-in, the flags file kubeadm
-// writes, a kubelet configuration) whose runtime is the real containerd
-// and whose static pod runs in it, and checks what heartlet validate
-// --from-kubelet reports: the command line systemd would start, the
-// cgroup driver from containerd's own configuration, the running static
-// pod matched by its UID, a pod heartlet would refuse, a state file
-// heartlet ignores, and a containerd with the systemd cgroup driver.
-func TestValidateFromKubelet(t *testing.T) {
-	h := startHeartlet(t)
-	// A static pod the node's agent runs in containerd; the report must
-	// find it in the runtime and match it with its manifest by UID.
-	web := manifest(t, "web", func(p *v1.Pod) {
-		p.Spec.Containers = []v1.Container{shContainer("sleep", "sleep 3600")}
-	})
-	h.addPod(t, "web.yaml", "web", web)
-	h.waitRunning(t, "web")
-
+// kubeadmRoot lays out under a new temporary root the upstream kubelet's
+// unit and kubeadm's drop-in as the kubeadm packages install them
+// (kubernetes/release: cmd/krel/templates/latest/kubelet/kubelet.service
+// and kubeadm/10-kubeadm.conf); the caller writes kubeadm-flags.env and
+// the configuration.
+func kubeadmRoot(t *testing.T) string {
+	t.Helper()
 	root := t.TempDir()
 	writeUnder(t, root, "/usr/lib/systemd/system/kubelet.service", `[Unit]
 Description=kubelet: The Kubernetes Node Agent
@@ -94,6 +83,28 @@ EnvironmentFile=-/etc/default/kubelet
 ExecStart=
 ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 `)
+	return root
+}
+
+// TestValidateFromKubelet lays out a kubeadm node under a temporary root
+// (the upstream kubelet's unit, kubeadm's drop-in, the flags file kubeadm
+// writes, a kubelet configuration) whose runtime is the real containerd
+// and whose static pod runs in it, and checks what heartlet validate
+// --from-kubelet reports: the command line systemd would start, the
+// cgroup driver from containerd's own configuration, the running static
+// pod matched by its UID, a pod heartlet would refuse, a state file
+// heartlet ignores, and a containerd with the systemd cgroup driver.
+func TestValidateFromKubelet(t *testing.T) {
+	h := startHeartlet(t)
+	// A static pod the node's agent runs in containerd; the report must
+	// find it in the runtime and match it with its manifest by UID.
+	web := manifest(t, "web", func(p *v1.Pod) {
+		p.Spec.Containers = []v1.Container{shContainer("sleep", "sleep 3600")}
+	})
+	h.addPod(t, "web.yaml", "web", web)
+	h.waitRunning(t, "web")
+
+	root := kubeadmRoot(t)
 	writeUnder(t, root, "/var/lib/kubelet/kubeadm-flags.env", fmt.Sprintf("KUBELET_KUBEADM_ARGS=\"--hostname-override=%s --root-dir=%s\"\n", nodeName, h.rootDir))
 	config := func(endpoint string) string {
 		return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
@@ -139,6 +150,9 @@ failSwapOn: false
 		if lines := doctorLines(out, "ok", "cgroup-driver"); len(lines) != 1 || !strings.Contains(lines[0], "cgroupfs for both heartlet and the runtime") {
 			t.Errorf("cgroup-driver: %q", lines)
 		}
+		if lines := doctorLines(out, "ok", "pods"); len(lines) != 1 || !strings.Contains(lines[0], "1 pods checked (1 static, 0 from the API server,") {
+			t.Errorf("pods: %q, want the static pod checked", lines)
+		}
 		for _, l := range doctorLines(out, "warning", "pods") {
 			if strings.Contains(l, "web-"+nodeName) {
 				t.Errorf("the running static pod web was not matched with its manifest: %s", l)
@@ -161,4 +175,53 @@ failSwapOn: false
 			t.Errorf("cgroup-driver errors: %q", lines)
 		}
 	})
+}
+
+// TestClusterValidateFromKubelet: on a node of the real control plane,
+// validate --from-kubelet reads the specs of the pods the runtime runs
+// from the API server with the kubelet's kubeconfig, and names a pod
+// that uses a field heartlet does not honour yet.
+func TestClusterValidateFromKubelet(t *testing.T) {
+	h := startClusterHeartlet(t, clusterOptions{})
+	createPod(t, apiPod("api-selinux", func(p *v1.Pod) {
+		p.Spec.NodeName = clusterNode
+		policy := v1.SELinuxChangePolicyRecursive
+		p.Spec.SecurityContext = &v1.PodSecurityContext{SELinuxChangePolicy: &policy}
+	}))
+	waitAPIPodRunning(t, h, "api-selinux")
+
+	root := kubeadmRoot(t)
+	kubeconfig, err := os.ReadFile(nodeKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeUnder(t, root, "/etc/kubernetes/kubelet.conf", string(kubeconfig))
+	writeUnder(t, root, "/var/lib/kubelet/kubeadm-flags.env", fmt.Sprintf("KUBELET_KUBEADM_ARGS=\"--hostname-override=%s --root-dir=%s\"\n", clusterNode, h.rootDir))
+	writeUnder(t, root, "/var/lib/kubelet/config.yaml", fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: %s
+staticPodPath: %s
+failSwapOn: false
+`, criEndpoint, h.manifestDir))
+	if err := os.MkdirAll(filepath.Join(root, h.manifestDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runValidateFromKubelet(t, root)
+	if code != 0 {
+		t.Errorf("exit %d, want 0 (warnings only)", code)
+	}
+	lines := doctorLines(out, "warning", "pods")
+	found := false
+	for _, l := range lines {
+		if strings.Contains(l, "pod default/api-selinux uses fields heartlet does not honour yet: spec.securityContext.seLinuxChangePolicy") {
+			found = true
+		}
+		if strings.Contains(l, "could not be checked") && strings.Contains(l, "default/api-selinux") {
+			t.Errorf("the running API pod was not found in the API server: %s", l)
+		}
+	}
+	if !found {
+		t.Errorf("no pods warning for default/api-selinux: %q", lines)
+	}
 }

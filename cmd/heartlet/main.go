@@ -2,6 +2,7 @@
 //
 //	heartlet [flags]                          run the node agent
 //	heartlet validate --config FILE [flags]   check a configuration, print the effective one
+//	heartlet validate --from-kubelet          list what heartlet would do differently from this node's kubelet
 //	heartlet doctor [flags]                   check the node as heartlet would run on it
 //	heartlet explain [flags] NAMESPACE/POD    print heartlet's decisions about a pod
 //	heartlet version                          print the version and build information
@@ -67,6 +68,7 @@ const usageHeader = `heartlet runs the pods of one Kubernetes node through a CRI
 Usage:
   heartlet [flags]                          run the node agent
   heartlet validate --config FILE [flags]   check a configuration and print the effective one
+  heartlet validate --from-kubelet          list what heartlet would do differently from this node's kubelet (see heartlet validate --from-kubelet --help)
   heartlet doctor [flags]                   check this node as heartlet would run on it (see heartlet doctor --help)
   heartlet explain [flags] NAMESPACE/POD    print why a pod is (not) running (see heartlet explain --help)
   heartlet version                          print the version and build information
@@ -80,6 +82,9 @@ func (c *command) run(ctx context.Context, args []string) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "validate":
+			if hasFromKubelet(args[1:]) {
+				return c.fromKubelet(ctx, args[1:])
+			}
 			return c.validate(args[1:])
 		case "doctor":
 			return c.doctor(ctx, args[1:])

@@ -156,6 +156,7 @@ type components struct {
 	features    podfields.Features
 	serviceEnv  *serviceenv.Env                                      // nil in standalone mode
 	servingCert func(*tls.ClientHelloInfo) (*tls.Certificate, error) // nil: newKubeletAPI loads or makes it
+	certFailure <-chan error                                         // the client certificate's rotation gave up; nil without rotation
 	resizer     *resize.Manager
 	allocations *resize.Store
 
@@ -633,6 +634,7 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { return c.eviction.Run(ctx) })
 	g.Go(func() error { return c.gc.Run(ctx) })
 	g.Go(func() error { return c.resizer.Run(ctx) })
+	g.Go(func() error { return waitCertificateFailure(ctx, c.certFailure) })
 	klog.FromContext(ctx).Info("Started heartlet", "node", c.nodeName, "staticPodPath", c.cfg.StaticPodPath)
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {

@@ -25,6 +25,7 @@ func (a *Agent) clientCertificate(ctx context.Context) (*certificate.Rotating, e
 			BootstrapKubeconfig: a.opts.BootstrapKubeconfig,
 			CertDir:             a.opts.CertDir,
 			NodeName:            a.opts.NodeName,
+			Clock:               a.clock,
 		}); err != nil {
 			return nil, err
 		}
@@ -39,6 +40,7 @@ func (a *Agent) clientCertificate(ctx context.Context) (*certificate.Rotating, e
 		NodeName:   a.opts.NodeName,
 		Clock:      a.clock,
 		Metrics:    certificate.Metrics{TTL: metrics.ClientCertificateTTL, RenewErrors: metrics.ClientCertificateRenewErrors},
+		ExitAfter:  certificate.DefaultExitAfter,
 	})
 }
 
@@ -65,7 +67,13 @@ func (a *Agent) buildCertificates(ctx context.Context, c *components, conn *conn
 	}
 	var runs []func(context.Context)
 	if r := conn.clientCert; r != nil {
-		runs = append(runs, func(ctx context.Context) { _ = r.Run(ctx, conn.kube.CloseAllConns) })
+		failed := make(chan error, 1)
+		c.certFailure = failed
+		runs = append(runs, func(ctx context.Context) {
+			if err := r.Run(ctx, conn.kube.CloseAllConns); err != nil {
+				failed <- err
+			}
+		})
 	}
 	switch {
 	case cfg.ServerTLSBootstrap:
@@ -110,6 +118,18 @@ func (a *Agent) buildCertificates(ctx context.Context, c *components, conn *conn
 	}
 	c.closers = append(c.closers, func() { cancel(); wg.Wait() })
 	return nil
+}
+
+// waitCertificateFailure returns the client certificate's failure (no
+// valid one could be had, so heartlet exits as upstream), or nil when ctx
+// ends first.
+func waitCertificateFailure(ctx context.Context, failure <-chan error) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-failure:
+		return err
+	}
 }
 
 func parseIPs(ss []string) []net.IP {

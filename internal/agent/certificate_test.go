@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/heartlet/heartlet/internal/certificate"
 	"github.com/heartlet/heartlet/internal/config"
 )
 
@@ -70,5 +73,24 @@ func TestBuildCertificates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWaitCertificateFailure: the client certificate's failure ends the
+// agent's run with that error (so heartlet exits, as upstream); without
+// one, the wait ends with the run, without an error.
+func TestWaitCertificateFailure(t *testing.T) {
+	failure := make(chan error, 1)
+	failure <- certificate.ErrNoClientCertificate
+	if err := waitCertificateFailure(t.Context(), failure); !errors.Is(err, certificate.ErrNoClientCertificate) {
+		t.Errorf("with a failure: %v, want ErrNoClientCertificate", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := waitCertificateFailure(ctx, nil); err != nil {
+		t.Errorf("without rotation, after the run: %v, want nil", err)
+	}
+	if err := waitCertificateFailure(ctx, make(chan error)); err != nil {
+		t.Errorf("no failure, after the run: %v, want nil", err)
 	}
 }

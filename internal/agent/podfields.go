@@ -24,14 +24,7 @@ func runtimeFeatures(ctx context.Context, rt statuser) podfields.Features {
 		klog.FromContext(ctx).Error(err, "Reading the runtime's features failed; assuming none")
 		return podfields.Features{}
 	}
-	f := podfields.Features{SupplementalGroupsPolicy: st.GetFeatures().GetSupplementalGroupsPolicy()}
-	for _, h := range st.GetRuntimeHandlers() {
-		if h.GetName() == "" { // the default handler, which runs every pod
-			f.RecursiveReadOnlyMounts = h.GetFeatures().GetRecursiveReadOnlyMounts()
-			f.UserNamespaces = h.GetFeatures().GetUserNamespaces()
-		}
-	}
-	return f
+	return podfields.FeaturesOf(st)
 }
 
 // podFieldsAdmission refuses pods that use a pod field heartlet refuses,

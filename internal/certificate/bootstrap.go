@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // BootstrapOptions say where the node's credentials are and how to get
@@ -42,7 +43,16 @@ type BootstrapOptions struct {
 	// NewClient builds the client for the bootstrap credentials; nil
 	// builds a clientset from the rest configuration.
 	NewClient func(*rest.Config) (kubernetes.Interface, error)
+	// Clock bounds the wait for the request to be issued
+	// (BootstrapWaitTimeout); nil is the real clock.
+	Clock clock.Clock
 }
+
+// BootstrapWaitTimeout is how long Bootstrap waits for its signing
+// request to be issued before it gives up, as upstream's TLS bootstrap
+// (one hour, pkg/kubelet/certificate/bootstrap): heartlet then exits and
+// its supervisor starts it again.
+const BootstrapWaitTimeout = time.Hour
 
 // Bootstrap makes sure Kubeconfig holds usable client credentials, as the
 // upstream kubelet's TLS bootstrap: when the file exists and its client
@@ -108,7 +118,11 @@ func Bootstrap(ctx context.Context, o BootstrapOptions) error {
 	if err != nil {
 		return fmt.Errorf("client certificate key %s: %w", keyPath, err)
 	}
-	certPEM, err := requestClientCertificate(ctx, client, keyPEM, o.NodeName)
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	certPEM, err := requestClientCertificate(ctx, clk, client, keyPEM, o.NodeName)
 	if err != nil {
 		return err
 	}
@@ -129,7 +143,7 @@ func Bootstrap(ctx context.Context, o BootstrapOptions) error {
 // requestClientCertificate creates the node's client signing request for
 // the key, or finds the one an earlier attempt made, and waits until it is
 // issued.
-func requestClientCertificate(ctx context.Context, client kubernetes.Interface, keyPEM []byte, nodeName string) ([]byte, error) {
+func requestClientCertificate(ctx context.Context, clk clock.Clock, client kubernetes.Interface, keyPEM []byte, nodeName string) ([]byte, error) {
 	key, err := keyutil.ParsePrivateKeyPEM(keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("parse client certificate key: %w", err)
@@ -152,9 +166,22 @@ func requestClientCertificate(ctx context.Context, client kubernetes.Interface, 
 	if err != nil {
 		return nil, fmt.Errorf("create certificate signing request %s: %w", name, err)
 	}
-	klog.FromContext(ctx).Info("Waiting for the client certificate signing request to be approved and issued", "csr", reqName, "signerName", ClientSigner)
-	certPEM, err := csr.WaitForCertificate(ctx, client, reqName, reqUID)
+	klog.FromContext(ctx).Info("Waiting for the client certificate signing request to be approved and issued", "csr", reqName, "signerName", ClientSigner, "timeout", BootstrapWaitTimeout)
+	waitCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timedOut := fmt.Errorf("not issued within %s (approve it with kubectl certificate approve %s, or check the controller manager's approver)", BootstrapWaitTimeout, reqName)
+	go func() {
+		select {
+		case <-waitCtx.Done():
+		case <-clk.After(BootstrapWaitTimeout):
+			cancel(timedOut)
+		}
+	}()
+	certPEM, err := csr.WaitForCertificate(waitCtx, client, reqName, reqUID)
 	if err != nil {
+		if cause := context.Cause(waitCtx); errors.Is(cause, timedOut) {
+			err = cause
+		}
 		return nil, fmt.Errorf("certificate signing request %s was not issued: %w", reqName, err)
 	}
 	return certPEM, nil

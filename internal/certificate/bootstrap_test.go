@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 type bootstrapEnv struct {
@@ -333,5 +334,42 @@ func TestRequestName(t *testing.T) {
 	}
 	if len(a1) > 253 || !regexp.MustCompile(`^node-csr-[A-Za-z0-9_-]+$`).MatchString(a1) {
 		t.Errorf("name %q is not a valid object name", a1)
+	}
+}
+
+// TestBootstrapGivesUp: a request that is not issued is waited for one hour
+// (upstream's bound, pkg/kubelet/certificate/bootstrap), then Bootstrap
+// fails so that heartlet exits and is started again.
+func TestBootstrapGivesUp(t *testing.T) {
+	e := newBootstrapEnv(t)
+	e.signer.approve = false
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e.opts.Clock = clk
+	done := make(chan error, 1)
+	go func() { done <- Bootstrap(context.Background(), e.opts) }()
+	deadline := time.Now().Add(waitFor)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("Bootstrap does not wait on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(BootstrapWaitTimeout - time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("Bootstrap ended before the hour: %v", err)
+	default:
+	}
+	clk.Step(time.Second)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not issued within 1h0m0s") {
+			t.Fatalf("Bootstrap = %v, want the timeout", err)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("Bootstrap did not give up after the hour")
+	}
+	if len(e.signer.requests()) != 1 {
+		t.Errorf("%d requests, want 1", len(e.signer.requests()))
 	}
 }

@@ -27,8 +27,20 @@ import (
 // serving certificate asked for with serverTLSBootstrap is not issued yet.
 var ErrNoServingCertificate = errors.New("no serving certificate available for the kubelet")
 
+// ErrNoClientCertificate is what Run of the client certificate returns
+// when, with ExitAfter set, no valid client certificate could be had for
+// that long while the API server answered: as upstream's kubelet, heartlet
+// then exits so that its supervisor restarts it and TLS bootstrap (or a
+// new kubeconfig laid down meanwhile) can give it one.
+var ErrNoClientCertificate = errors.New("no valid client certificate")
+
 // DefaultCheckInterval is how often Run looks for a rotated certificate.
 const DefaultCheckInterval = time.Second
+
+// DefaultExitAfter is upstream's bound on running without a valid client
+// certificate while the API server answers (cmd/kubelet/app passes five
+// minutes to the rotating transport).
+const DefaultExitAfter = 5 * time.Minute
 
 // Rotating is a certificate kept current by client-go's certificate
 // manager: it asks for a new one through a CertificateSigningRequest when
@@ -41,6 +53,9 @@ type Rotating struct {
 	clock    clock.WithTicker
 	interval time.Duration
 	ttl      Gauge
+	// exitAfter, when positive, ends Run with ErrNoClientCertificate; see
+	// ClientOptions.ExitAfter.
+	exitAfter time.Duration
 }
 
 // Metrics are where a rotating certificate reports; nil fields are left
@@ -77,6 +92,12 @@ type ClientOptions struct {
 	Clock clock.WithTicker
 	// Metrics are the client certificate's.
 	Metrics Metrics
+	// ExitAfter, when positive, makes Run return ErrNoClientCertificate
+	// when there has been no current certificate for that long, or the
+	// current one has expired, and the API server is healthy (it answered
+	// the manager's last request). While the server does not answer, Run
+	// logs the problem and goes on, as upstream. Zero never ends Run.
+	ExitAfter time.Duration
 }
 
 // NewClient returns the rotating client certificate, as upstream's: the
@@ -122,7 +143,9 @@ func NewClient(ctx context.Context, o ClientOptions) (*Rotating, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client certificate manager: %w", err)
 	}
-	return newRotating(mgr, "client", o.Clock, o.Metrics.TTL), nil
+	r := newRotating(mgr, "client", o.Clock, o.Metrics.TTL)
+	r.exitAfter = o.ExitAfter
+	return r, nil
 }
 
 // withClientCert is cfg authenticating with the given pair instead of its
@@ -227,7 +250,8 @@ func (r *Rotating) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error
 // Run starts the certificate manager and, until ctx ends, calls onRotate
 // (if not nil) each time the current certificate is replaced; the client
 // side closes its connections there so that new ones present the new
-// certificate. It stops the manager and returns nil when ctx ends.
+// certificate. It stops the manager and returns nil when ctx ends, or
+// ErrNoClientCertificate as ClientOptions.ExitAfter says.
 func (r *Rotating) Run(ctx context.Context, onRotate func()) error {
 	logger := klog.FromContext(ctx).WithValues("certificate", r.name)
 	last := r.mgr.Current()
@@ -236,6 +260,7 @@ func (r *Rotating) Run(ctx context.Context, onRotate func()) error {
 	defer r.mgr.Stop()
 	t := r.clock.NewTicker(r.interval)
 	defer t.Stop()
+	lastValid := r.clock.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -243,6 +268,12 @@ func (r *Rotating) Run(ctx context.Context, onRotate func()) error {
 		case <-t.C():
 		}
 		cur := r.mgr.Current()
+		if r.exitAfter > 0 {
+			var err error
+			if lastValid, err = r.checkValid(logger, cur, lastValid); err != nil {
+				return err
+			}
+		}
 		r.reportTTL(cur)
 		if cur == nil || cur == last {
 			continue
@@ -253,6 +284,31 @@ func (r *Rotating) Run(ctx context.Context, onRotate func()) error {
 			onRotate()
 		}
 	}
+}
+
+// checkValid is one check of ExitAfter: it returns when a valid
+// certificate was last seen, or ErrNoClientCertificate when heartlet has
+// to exit.
+func (r *Rotating) checkValid(logger klog.Logger, cur *tls.Certificate, lastValid time.Time) (time.Time, error) {
+	now := r.clock.Now()
+	var problem string
+	switch {
+	case cur == nil:
+		if now.Sub(lastValid) <= r.exitAfter {
+			return lastValid, nil
+		}
+		problem = fmt.Sprintf("none for %s", r.exitAfter)
+	case cur.Leaf != nil && now.After(cur.Leaf.NotAfter):
+		problem = fmt.Sprintf("the current one expired at %s", cur.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		lastValid = now
+	default:
+		return now, nil
+	}
+	if !r.mgr.ServerHealthy() {
+		logger.Error(nil, "No valid client certificate, but the API server does not answer; a restart may be needed to get new initial credentials", "problem", problem)
+		return lastValid, nil
+	}
+	return lastValid, fmt.Errorf("%w: %s and the API server answers; exiting so that a restart can bootstrap one (--bootstrap-kubeconfig) or load a new --kubeconfig", ErrNoClientCertificate, problem)
 }
 
 // reportTTL sets the TTL gauge for c: seconds until it expires, +Inf

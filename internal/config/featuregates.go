@@ -22,3 +22,10 @@ func checkFeatureGates(gates map[string]bool) error {
 	}
 	return fg.SetFromMap(gates)
 }
+
+// FeatureGateDefault is the upstream kubelet v1.37's default of the named
+// gate; known is false for a name it does not have.
+func FeatureGateDefault(name string) (def, known bool) {
+	spec, known := upstreamFeatureGates[featuregate.Feature(name)]
+	return spec.Default, known
+}

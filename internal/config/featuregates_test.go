@@ -66,3 +66,18 @@ func TestFeatureGates(t *testing.T) {
 		t.Errorf("--feature-gates %s: error %v, want a locked gate refused", locked, err)
 	}
 }
+
+func TestFeatureGateDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		def, known bool
+	}{
+		{"APIServingWithRoutine", false, true},
+		{"APIResponseCompression", true, true},
+		{"NoSuchGate", false, false},
+	} {
+		if def, known := FeatureGateDefault(tc.name); def != tc.def || known != tc.known {
+			t.Errorf("FeatureGateDefault(%s) = %t, %t; want %t, %t", tc.name, def, known, tc.def, tc.known)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -31,6 +32,10 @@ func (c checker) kubeconfig(ctx context.Context) []Result {
 	api, err := c.in.Connect(ctx)
 	if err != nil {
 		return []Result{fail(kubeconfigFix(err), "%v", err)}
+	}
+	if api.Bootstrap {
+		return []Result{ok("%s does not exist yet: heartlet makes it by TLS bootstrap with %s: API server %s (%s), TLS verified, authenticated as %s",
+			c.in.Opts.Kubeconfig, api.Kubeconfig, api.Server, api.ServerVersion, api.Identity)}
 	}
 	return []Result{ok("%s: API server %s (%s), TLS verified, authenticated as %s", api.Kubeconfig, api.Server, api.ServerVersion, api.Identity)}
 }
@@ -67,6 +72,17 @@ func (c checker) connected(ctx context.Context) (*API, []Result) {
 	return api, nil
 }
 
+// nodeConnected is connected for the checks that need the node's own
+// identity: with bootstrap credentials they wait for the kubeconfig TLS
+// bootstrap makes.
+func (c checker) nodeConnected(ctx context.Context) (*API, []Result) {
+	api, rs := c.connected(ctx)
+	if api != nil && api.Bootstrap {
+		return nil, []Result{skip("only bootstrap credentials until TLS bootstrap writes %s; run heartlet doctor again then", c.in.Opts.Kubeconfig)}
+	}
+	return api, rs
+}
+
 // identity compares who the server says heartlet is with the node name:
 // the Node authorizer and NodeRestriction let system:node:<name> act on
 // node <name> only.
@@ -77,6 +93,9 @@ func (c checker) identity(ctx context.Context) []Result {
 	}
 	node := c.in.Opts.NodeName
 	want := "system:node:" + node
+	if api.Bootstrap {
+		return []Result{ok("bootstrap identity %s; the client certificate heartlet asks for is for %s", api.Identity, want)}
+	}
 	got, isNode := strings.CutPrefix(api.Identity, "system:node:")
 	switch {
 	case api.Identity == want:
@@ -144,6 +163,9 @@ func (c checker) permissions(ctx context.Context) []Result {
 	if api == nil {
 		return rs
 	}
+	if api.Bootstrap {
+		return c.bootstrapPermissions(ctx, api)
+	}
 	as := c.nodeAccess()
 	var denied, scoped []string
 	for _, a := range as {
@@ -172,6 +194,56 @@ func (c checker) permissions(ctx context.Context) []Result {
 	return []Result{ok("%s", found)}
 }
 
+// bootstrapPermissions asks whether the bootstrap credentials may do what
+// TLS bootstrap does: create its CertificateSigningRequest and get, list
+// and watch it (kubeadm binds system:bootstrappers to the ClusterRole
+// system:node-bootstrapper), and whether the controller manager's approver
+// will approve it (create certificatesigningrequests/nodeclient, kubeadm's
+// binding to system:certificates.k8s.io:certificatesigningrequests:nodeclient).
+func (c checker) bootstrapPermissions(ctx context.Context, api *API) []Result {
+	csr := func(verb, sub string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Verb: verb, Group: "certificates.k8s.io", Resource: "certificatesigningrequests", Subresource: sub}
+	}
+	var denied []string
+	verbs := []string{"create", "get", "list", "watch"}
+	for _, verb := range verbs {
+		allowed, err := c.selfAllowed(ctx, api, csr(verb, ""))
+		if err != nil {
+			return []Result{fail("see the API server's log", "asking whether %s may %s certificatesigningrequests: %v", api.Identity, verb, err)}
+		}
+		if !allowed {
+			denied = append(denied, verb)
+		}
+	}
+	if len(denied) > 0 {
+		return []Result{fail(fmt.Sprintf("kubectl create clusterrolebinding kubeadm:kubelet-bootstrap --clusterrole system:node-bootstrapper --group system:bootstrappers (or bind %s)", api.Identity),
+			"%s may not %s certificatesigningrequests: TLS bootstrap cannot ask for the node's client certificate", api.Identity, strings.Join(denied, ", "))}
+	}
+	rs := []Result{ok("%s may create, get, list and watch certificatesigningrequests (TLS bootstrap)", api.Identity)}
+	allowed, err := c.selfAllowed(ctx, api, csr("create", "nodeclient"))
+	switch {
+	case err != nil:
+		rs = append(rs, warn("see the API server's log", "asking whether %s's requests are approved automatically: %v", api.Identity, err))
+	case allowed:
+		rs = append(rs, ok("%s's client certificate requests are approved automatically (certificatesigningrequests/nodeclient)", api.Identity))
+	default:
+		rs = append(rs, warn("kubectl certificate approve the request when it appears, or kubectl create clusterrolebinding kubeadm:node-autoapprove-bootstrap --clusterrole system:certificates.k8s.io:certificatesigningrequests:nodeclient --group system:bootstrappers",
+			"%s may not create certificatesigningrequests/nodeclient: its request waits for a manual approval (heartlet gives up after an hour)", api.Identity))
+	}
+	return rs
+}
+
+// selfAllowed asks with a SelfSubjectAccessReview whether api's identity
+// may do attr.
+func (c checker) selfAllowed(ctx context.Context, api *API, attr authorizationv1.ResourceAttributes) (bool, error) {
+	review, err := api.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
+		&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attr}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("SelfSubjectAccessReview: %w", err)
+	}
+	return review.Status.Allowed, nil
+}
+
 // certWarning is how long before expiry a certificate is reported.
 const certWarning = 30 * 24 * time.Hour
 
@@ -180,7 +252,9 @@ const certWarning = 30 * 24 * time.Hour
 func (c checker) certificates(ctx context.Context) []Result {
 	var rs []Result
 	if c.in.Connect != nil {
-		if api, err := c.in.Connect(ctx); err == nil && len(api.ClientCert) > 0 {
+		if api, err := c.in.Connect(ctx); err == nil && api.Bootstrap {
+			rs = append(rs, ok("client certificate: none yet; TLS bootstrap asks for one (signer %s) and stores it in %s", certificatesv1.KubeAPIServerClientKubeletSignerName, c.in.Opts.CertDir))
+		} else if err == nil && len(api.ClientCert) > 0 {
 			rs = append(rs, c.certResult("client certificate", api.ClientCertSource, api.ClientCert,
 				"renew the node's client certificate (kubeadm certs renew, or rotateCertificates with TLS bootstrap) and restart heartlet"))
 		}
@@ -299,7 +373,7 @@ func (c checker) clock(ctx context.Context) []Result {
 // pods compares maxPods with the pods the API server has bound to this
 // node that have not finished.
 func (c checker) pods(ctx context.Context) []Result {
-	api, rs := c.connected(ctx)
+	api, rs := c.nodeConnected(ctx)
 	if api == nil {
 		return rs
 	}
@@ -365,7 +439,7 @@ func (c checker) kubeletAPI(ctx context.Context) []Result {
 	if mode != "Webhook" {
 		return rs
 	}
-	api, skipped := c.connected(ctx)
+	api, skipped := c.nodeConnected(ctx)
 	if api == nil {
 		return append(rs, skipped...)
 	}

@@ -2,7 +2,9 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -73,8 +75,12 @@ func NewInputs(opts *config.Options, timeout time.Duration) Inputs {
 // connect loads the kubeconfig with heartlet's client settings and checks
 // the server with heartlet's start checks.
 func connect(ctx context.Context, opts *config.Options, timeout time.Duration) (*API, error) {
+	path, bootstrap, err := kubeconfigToUse(opts, os.Stat)
+	if err != nil {
+		return nil, err
+	}
 	cl, err := kubeclient.Load(ctx, kubeclient.Options{
-		Kubeconfig:       opts.Kubeconfig,
+		Kubeconfig:       path,
 		UserAgent:        version.UserAgent(),
 		ContentType:      opts.Config.ContentType,
 		PreflightTimeout: timeout,
@@ -88,6 +94,7 @@ func connect(ctx context.Context, opts *config.Options, timeout time.Duration) (
 		Server:        cl.Server,
 		Identity:      cl.Identity,
 		ServerVersion: cl.ServerVersion,
+		Bootstrap:     bootstrap,
 	}
 	switch {
 	case len(cl.Rest.CertData) > 0:
@@ -101,6 +108,23 @@ func connect(ctx context.Context, opts *config.Options, timeout time.Duration) (
 		return serverTime(ctx, cl.Rest)
 	}
 	return api, nil
+}
+
+// kubeconfigToUse is the kubeconfig heartlet would reach the API server
+// with at start: --kubeconfig, or --bootstrap-kubeconfig (bootstrap true)
+// when that is set and --kubeconfig does not exist yet.
+func kubeconfigToUse(opts *config.Options, stat func(string) (fs.FileInfo, error)) (path string, bootstrap bool, err error) {
+	if opts.BootstrapKubeconfig == "" {
+		return opts.Kubeconfig, false, nil
+	}
+	_, err = stat(opts.Kubeconfig)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return opts.BootstrapKubeconfig, true, nil
+	case err != nil:
+		return "", false, fmt.Errorf("kubeconfig (--kubeconfig) %s: %w", opts.Kubeconfig, err)
+	}
+	return opts.Kubeconfig, false, nil
 }
 
 // serverTime reads the Date header of the API server's answer to GET

@@ -51,6 +51,10 @@ type API struct {
 	// uses other credentials; ClientCertSource names where it came from.
 	ClientCert       []byte
 	ClientCertSource string
+	// Bootstrap is true when these are --bootstrap-kubeconfig's
+	// credentials: --kubeconfig does not exist yet, and heartlet would
+	// make it through TLS bootstrap, as the kubelet does.
+	Bootstrap bool
 	// ServerTime asks the server for its time (the Date header of an
 	// answer) and returns it with the local times the request was sent and
 	// its answer received.

@@ -19,7 +19,8 @@
 #         network (pods are hostNetwork) and reaches the registry on
 #         localhost:5000; its containerd keeps its images under
 #         $HEARTLET_NODE_LIB/NAME. HEARTLET_BIN, when set, is bound at
-#         /usr/local/bin/heartlet.
+#         /usr/local/bin/heartlet; the host paths in HEARTLET_NODE_BINDS
+#         (separated by spaces) are bound at the same paths.
 # exec    runs CMD in the container's namespaces.
 # containerd  rewrites containerd's cgroup driver and restarts it.
 # info    prints pid=, root= (the container's / seen from the host) and
@@ -105,11 +106,25 @@ node_pid() {
 	dir=$(state_dir "$1")
 	[[ -f $dir/nspawn.pid ]] || return 1
 	nspawn=$(cat "$dir/nspawn.pid")
+	local p
+	# The container's init is systemd-nspawn's child or, when it forks
+	# once more, grandchild, once it has executed systemd.
 	for child in $(pgrep -P "$nspawn" 2>/dev/null); do
-		# systemd-nspawn forks once more; its child is the container's init.
-		pgrep -P "$child" 2>/dev/null | head -1 && return 0
+		for p in "$child" $(pgrep -P "$child" 2>/dev/null); do
+			if [[ $(cat "/proc/$p/comm" 2>/dev/null) == systemd ]]; then
+				echo "$p"
+				return 0
+			fi
+		done
 	done
 	return 1
+}
+
+# booted NAME succeeds once the container's systemd has finished booting.
+booted() {
+	local state
+	state=$(in_node "$1" systemctl is-system-running 2>/dev/null) || true
+	[[ $state == running || $state == degraded ]]
 }
 
 in_node() {
@@ -227,6 +242,10 @@ start() {
 	if [[ -n ${HEARTLET_BIN:-} ]]; then
 		binds+=(--bind-ro="$HEARTLET_BIN:/usr/local/bin/heartlet")
 	fi
+	local b
+	for b in ${HEARTLET_NODE_BINDS:-}; do
+		binds+=(--bind="$b")
+	done
 	(
 		# Enter the container's cgroups, then boot it there.
 		while IFS= read -r line; do
@@ -237,15 +256,13 @@ start() {
 			((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
 		done
 		SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=0 exec setsid systemd-nspawn -q -D "$dir/merged" -M "heartlet-node-$name" \
-			--register=no --keep-unit --capability=all "${binds[@]}" -b
+			--register=no --keep-unit --capability=all --system-call-filter=@keyring "${binds[@]}" -b
 	) >"$dir/console.log" 2>&1 </dev/null &
 	echo $! >"$dir/nspawn.pid"
 
 	wait_for 30 "systemd to start in node container $name" node_pid "$name" ||
 		die "node container $name did not start: $(tail -20 "$dir/console.log")"
-	pid=$(node_pid "$name")
-	wait_for 60 "systemd to finish booting in node container $name" \
-		sh -c "nsenter -t $pid -m -u -i -n -p -C -- systemctl is-system-running | grep -qE 'running|degraded'" ||
+	wait_for 60 "systemd to finish booting in node container $name" booted "$name" ||
 		die "systemd did not boot in node container $name: $(tail -20 "$dir/console.log")"
 	# systemd-nspawn mounts the controllers read-only; systemd manages them
 	# once they are writable and it has re-executed.
@@ -257,6 +274,7 @@ start() {
 	in_node "$name" systemctl start containerd.service
 	wait_for 30 "containerd in node container $name" in_node "$name" test -S /run/containerd/containerd.sock ||
 		die "containerd did not start in node container $name: $(in_node "$name" journalctl -u containerd --no-pager -n 20 2>&1)"
+	pid=$(node_pid "$name")
 	log "node container $name running (systemd pid $pid on the host, cgroup driver $driver) after $(elapsed "$start")"
 }
 

@@ -17,8 +17,8 @@
 #         of the cached root, then starts containerd with SystemdCgroup =
 #         true (or false with cgroupfs). The container shares the host's
 #         network (pods are hostNetwork) and reaches the registry on
-#         localhost:5000; its containerd keeps its images under
-#         $HEARTLET_NODE_LIB/NAME. HEARTLET_BIN, when set, is bound at
+#         localhost:5000; its containerd keeps its state under
+#         $HEARTLET_NODE_LIB/NAME until stop. HEARTLET_BIN, when set, is bound at
 #         /usr/local/bin/heartlet; the host paths in HEARTLET_NODE_BINDS
 #         (separated by spaces) are bound at the same paths.
 # exec    runs CMD in the container's namespaces.
@@ -151,6 +151,19 @@ hierarchies() {
 	done </proc/self/cgroup
 }
 
+# node_cgroups NAME prints CONTROLLER=HOSTDIR for the container's cgroup
+# in every hierarchy: heartlet-node-NAME below the current process's.
+node_cgroups() {
+	local line ctrl rel hd
+	while IFS= read -r line; do
+		ctrl=${line%%=*}
+		rel=${line#*=}
+		hd=$(host_dir "$ctrl")
+		[[ -d $hd ]] || continue
+		echo "$ctrl=$hd${rel%/}/heartlet-node-$1"
+	done < <(hierarchies)
+}
+
 # host_dir CONTROLLER prints the host directory of a hierarchy.
 host_dir() {
 	local d=/sys/fs/cgroup/$1
@@ -224,19 +237,18 @@ start() {
 	containerd_config "$([[ $driver == systemd ]] && echo true || echo false)" >"$dir/merged/etc/containerd/config.toml"
 
 	# The container's own cgroup in every hierarchy, below the starter's.
-	: >"$dir/cgroups"
+	node_cgroups "$name" >"$dir/cgroups"
 	while IFS= read -r line; do
-		ctrl=${line%%=*}
-		rel=${line#*=}
-		hd=$(host_dir "$ctrl")
-		[[ -d $hd ]] || continue
-		mkdir -p "$hd$rel/heartlet-node-$name"
-		if [[ -f $hd$rel/cpuset.cpus ]]; then
-			cat "$hd$rel/cpuset.cpus" >"$hd$rel/heartlet-node-$name/cpuset.cpus"
-			cat "$hd$rel/cpuset.mems" >"$hd$rel/heartlet-node-$name/cpuset.mems"
+		hd=${line#*=}
+		mkdir -p "$hd"
+		if [[ -f $(dirname "$hd")/cpuset.cpus ]]; then
+			cat "$(dirname "$hd")/cpuset.cpus" >"$hd/cpuset.cpus"
+			cat "$(dirname "$hd")/cpuset.mems" >"$hd/cpuset.mems"
 		fi
-		echo "$ctrl=$hd${rel%/}/heartlet-node-$name" >>"$dir/cgroups"
-	done < <(hierarchies)
+	done <"$dir/cgroups"
+	# systemd stops what is left of the pods quickly when powered off.
+	mkdir -p "$dir/merged/etc/systemd/system.conf.d"
+	printf '[Manager]\nDefaultTimeoutStopSec=5s\n' >"$dir/merged/etc/systemd/system.conf.d/heartlet-node.conf"
 
 	local binds=(--bind="$lib/containerd:/var/lib/containerd")
 	if [[ -n ${HEARTLET_BIN:-} ]]; then
@@ -296,29 +308,32 @@ remove_cgroup() {
 }
 
 stop() {
-	local name=$1 dir nspawn line
+	local name=$1 dir nspawn line pid
 	dir=$(state_dir "$name")
-	[[ -d $dir ]] || return 0
 	if [[ -f $dir/nspawn.pid ]]; then
 		nspawn=$(cat "$dir/nspawn.pid")
 		if kill -0 "$nspawn" 2>/dev/null; then
-			# systemd-nspawn asks the container's systemd to power off.
+			pid=$(node_pid "$name") || true
+			# systemd-nspawn asks the container's systemd to power off;
+			# killing the container's init ends every process in it.
 			kill -TERM "$nspawn"
-			wait_for 60 "node container $name to shut down" sh -c "! kill -0 $nspawn" ||
-				kill -KILL "$nspawn" 2>/dev/null || true
+			if ! wait_for 30 "node container $name to shut down" sh -c "! kill -0 $nspawn"; then
+				[[ -z $pid ]] || kill -KILL "$pid" 2>/dev/null || true
+				wait_for 10 "node container $name to die" sh -c "! kill -0 $nspawn" ||
+					kill -KILL "$nspawn" 2>/dev/null || true
+			fi
 		fi
 	fi
-	if [[ -f $dir/cgroups ]]; then
-		while IFS= read -r line; do
-			remove_cgroup "${line#*=}"
-		done <"$dir/cgroups"
-	fi
+	while IFS= read -r line; do
+		remove_cgroup "${line#*=}"
+	done < <(node_cgroups "$name")
 	if mountpoint -q "$dir/merged"; then
 		umount "$dir/merged" || umount -l "$dir/merged"
 	fi
 	rm -rf "$dir"
-	# The images stay for the next start; the containers' state does not.
-	rm -rf "$HEARTLET_NODE_LIB/$name/containerd/io.containerd.runtime.v2.task" 2>/dev/null || true
+	# containerd's state with it: the next start pulls again (from the
+	# local registry, in well under a second).
+	rm -rf "${HEARTLET_NODE_LIB:?}/$name"
 }
 
 need_root

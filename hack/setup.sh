@@ -39,6 +39,9 @@ if [[ $mode == test ]]; then
 	# mkfs.ext4 and losetup, for the small image filesystems of the GC and
 	# eviction tests.
 	packages+=(e2fsprogs mount)
+	# The node container of the systemd cgroup driver's test
+	# (hack/nodecontainer.sh): its root and the container manager.
+	packages+=(debootstrap systemd-container)
 fi
 
 missing=()
@@ -105,6 +108,10 @@ if [[ $mode == test ]]; then
 
 	# metrics-server for the kubectl top e2e test (hack/tools/metrics-server).
 	build_metrics_server
+
+	# The node container's root, whose init is systemd
+	# (TestSystemdCgroupDriver); about a minute the first time.
+	"$HEARTLET_REPO/hack/nodecontainer.sh" build
 fi
 
 log "setup ($mode) done in $(elapsed "$start")"

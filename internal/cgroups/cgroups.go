@@ -109,13 +109,13 @@ type Manager struct {
 	cgroupRoot string
 	// systemd is set with the systemd driver: cgroups are slices made
 	// through it.
-	systemd    *systemdDriver
-	v2         bool
-	pidsLimit  int64
-	noQuota    bool
-	period     uint64 // microseconds
-	allocRes   v1.ResourceList
-	reserved   []ReservedCgroup
+	systemd   *systemdDriver
+	v2        bool
+	pidsLimit int64
+	noQuota   bool
+	period    uint64 // microseconds
+	allocRes  v1.ResourceList
+	reserved  []ReservedCgroup
 
 	mu sync.Mutex // serializes writes of the QoS cgroups' limits
 	// burstable holds the cpu requests (millicpus) of the burstable pods

@@ -68,17 +68,6 @@ func cgroupfsPath(parts []string) string {
 	return path.Join(append([]string{"/"}, parts...)...)
 }
 
-// splitName splits a cgroupfs-style path into its components.
-func splitName(p string) []string {
-	var out []string
-	for _, s := range strings.Split(path.Clean("/"+p), "/") {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // systemdPodUID returns the pod UID a systemd pod slice's directory name
 // (kubepods-burstable-pod<uid>.slice) names, and false for any other name.
 func systemdPodUID(name string) (string, bool) {

@@ -9,6 +9,8 @@ import (
 	ocgroups "github.com/opencontainers/cgroups"
 	ocmanager "github.com/opencontainers/cgroups/manager"
 	"github.com/opencontainers/cgroups/systemd"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The cgroup drivers.
@@ -211,4 +213,31 @@ func ResolveDriver(configured, runtimeDriver, source string, fromCRI bool) (stri
 	}
 	return "", fmt.Errorf("cgroupDriver is %s but the container runtime uses the %s cgroup driver (%s): set cgroupDriver: %s (--cgroup-driver), or set SystemdCgroup = %t in the runtime's configuration (containerd: [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]) and restart it",
 		configured, runtimeDriver, source, runtimeDriver, configured == DriverSystemd)
+}
+
+// pathsFor is a Manager that only names cgroups, for readers of their
+// files that know the driver and the cgroup root.
+func pathsFor(driver, cgroupRoot string) *Manager {
+	m := &Manager{cgroupRoot: path.Clean("/" + cgroupRoot)}
+	if driver == DriverSystemd {
+		m.systemd = &systemdDriver{}
+	}
+	return m
+}
+
+// KubepodsPath returns the path of the kubepods cgroup inside every
+// hierarchy with the driver: <cgroupRoot>/kubepods, or /kubepods.slice.
+func KubepodsPath(driver, cgroupRoot string) string {
+	return pathsFor(driver, cgroupRoot).qosPath(v1.PodQOSGuaranteed)
+}
+
+// PodPaths returns the paths the cgroup of the pod with this UID has under
+// each QoS class with the driver (Guaranteed, Burstable, BestEffort).
+func PodPaths(driver, cgroupRoot string, uid types.UID) []string {
+	m := pathsFor(driver, cgroupRoot)
+	return []string{
+		m.podPath(v1.PodQOSGuaranteed, uid),
+		m.podPath(v1.PodQOSBurstable, uid),
+		m.podPath(v1.PodQOSBestEffort, uid),
+	}
 }

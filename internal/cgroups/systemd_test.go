@@ -257,3 +257,22 @@ func TestResolveDriver(t *testing.T) {
 		})
 	}
 }
+
+func TestKubepodsAndPodPaths(t *testing.T) {
+	if got := KubepodsPath(DriverSystemd, "/"); got != "/kubepods.slice" {
+		t.Errorf("KubepodsPath(systemd) = %q", got)
+	}
+	if got := KubepodsPath(DriverCgroupfs, "/r"); got != "/r/kubepods" {
+		t.Errorf("KubepodsPath(cgroupfs, /r) = %q", got)
+	}
+	if got, want := PodPaths(DriverSystemd, "", "1-2"), []string{
+		"/kubepods.slice/kubepods-pod1_2.slice",
+		"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1_2.slice",
+		"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1_2.slice",
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("PodPaths(systemd) = %v, want %v", got, want)
+	}
+	if got, want := PodPaths("", "/", "1-2"), []string{"/kubepods/pod1-2", "/kubepods/burstable/pod1-2", "/kubepods/besteffort/pod1-2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("PodPaths(cgroupfs) = %v, want %v", got, want)
+	}
+}

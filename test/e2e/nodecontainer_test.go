@@ -177,7 +177,11 @@ spec:
 	h.writeManifest(t, "guar.yaml", pod("guar", `    resources:
       limits: {cpu: 200m, memory: 48Mi}
 `))
-	h.writeManifest(t, "best.yaml", pod("best", ""))
+	// The best-effort pod forks until podPidsLimit stops it.
+	h.writeManifest(t, "best.yaml", manifest(t, "best", func(p *v1.Pod) {
+		p.Spec.HostNetwork = true
+		p.Spec.Containers = []v1.Container{shContainer("forker", forkLoop)}
+	}))
 	burst := h.waitRunning(t, "burst")
 	guar := h.waitRunning(t, "guar")
 	best := h.waitRunning(t, "best")
@@ -214,6 +218,19 @@ spec:
 		if len(scopes) < 2 { // the sandbox and the container
 			t.Errorf("pod %s: %d runtime scopes in %s, want the sandbox's and the container's", p.Name, len(scopes), dir)
 		}
+	}
+
+	// podPidsLimit holds the fork loop of the best-effort pod.
+	bestPids := filepath.Join(node.cgroups["pids"], podSlice(v1.PodQOSBestEffort, string(best.UID)))
+	logPath := filepath.Join(h.podLogsDir, fmt.Sprintf("default_%s_%s", best.Name, best.UID), "forker", "0.log")
+	waitFor(t, time.Minute, "the fork loop to finish", func() (bool, string) {
+		b, _ := os.ReadFile(logPath)
+		return bytes.Contains(b, []byte("forks done")), fmt.Sprintf("log: %q", lastBytes(b, 400))
+	})
+	current, procs := readInt(t, filepath.Join(bestPids, "pids.current")), countTasks(t, bestPids)
+	t.Logf("best-effort pod slice: pids.current %d, %d tasks below it", current, procs)
+	if current > 50 || procs > 50 || current < 40 {
+		t.Errorf("best-effort pod slice holds %d tasks (pids.current %d), want at most podPidsLimit 50 and at least 40", procs, current)
 	}
 
 	// From inside: systemd knows the slices as units with the limits.

@@ -85,6 +85,17 @@ func (n *nodeContainer) run(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
+// readInt reads a file holding one integer in the container.
+func (n *nodeContainer) readInt(t *testing.T, path string) int64 {
+	t.Helper()
+	out := strings.TrimSpace(n.run(t, "cat", path))
+	v, err := strconv.ParseInt(out, 10, 64)
+	if err != nil {
+		t.Fatalf("in node container: %s: %v", path, err)
+	}
+	return v
+}
+
 // unitProperties reads properties of a systemd unit in the container.
 func (n *nodeContainer) unitProperties(t *testing.T, unit string, props ...string) map[string]string {
 	t.Helper()
@@ -204,8 +215,10 @@ spec:
 		{"burstable class cpu shares", filepath.Join(node.cgroups["cpu"], "kubepods.slice/kubepods-burstable.slice/cpu.shares"), 102},
 		{"kubepods memory (allocatable)", filepath.Join(node.cgroups["memory"], "kubepods.slice/memory.limit_in_bytes"), (memTotal(t) - 512<<20) / page * page},
 		{"kubepods cpu shares (allocatable)", filepath.Join(node.cgroups["cpu"], "kubepods.slice/cpu.shares"), (onlineCPUs(t)*1000 - 500) * 1024 / 1000},
+		// The task limit as heartlet sees it: kernels from 6.14 keep
+		// pid_max per PID namespace.
 		{"kubepods pids (allocatable)", filepath.Join(node.cgroups["pids"], "kubepods.slice/pids.max"),
-			min(readInt(t, "/proc/sys/kernel/pid_max"), readInt(t, "/proc/sys/kernel/threads-max")) - 1000},
+			min(node.readInt(t, "/proc/sys/kernel/pid_max"), node.readInt(t, "/proc/sys/kernel/threads-max")) - 1000},
 	} {
 		if got := readInt(t, c.file); got != c.want {
 			t.Errorf("%s: %s = %d, want %d", c.what, c.file, got, c.want)

@@ -222,6 +222,7 @@ set_containerd() {
 start() {
 	local name=$1 driver=${2:-systemd} dir lib start pid line ctrl rel hd
 	[[ $name =~ ^[a-z0-9-]+$ ]] || die "node container name $name: lower-case letters, digits and -"
+	[[ $driver == systemd || $driver == cgroupfs ]] || die "cgroup driver $driver: systemd or cgroupfs"
 	command -v systemd-nspawn >/dev/null || die "systemd-nspawn is not installed (package systemd-container; hack/setup.sh test installs it)"
 	build
 	dir=$(state_dir "$name")
@@ -282,7 +283,8 @@ start() {
 		in_node "$name" mount -o remount,bind,rw "$hd"
 	done
 	in_node "$name" systemctl daemon-reexec
-	wait_for 30 "systemd to re-execute in node container $name" in_node "$name" systemctl is-system-running
+	wait_for 30 "systemd to re-execute in node container $name" booted "$name" ||
+		die "systemd did not come back after re-executing in node container $name"
 	in_node "$name" systemctl start containerd.service
 	wait_for 30 "containerd in node container $name" in_node "$name" test -S /run/containerd/containerd.sock ||
 		die "containerd did not start in node container $name: $(in_node "$name" journalctl -u containerd --no-pager -n 20 2>&1)"

@@ -41,6 +41,9 @@ if [[ $mode == test ]]; then
 	packages+=(e2fsprogs mount)
 	# runc's seccomp support, for the runc of the user namespace tests.
 	packages+=(libseccomp-dev pkg-config)
+	# The node container of the systemd cgroup driver's test
+	# (hack/nodecontainer.sh): its root and the container manager.
+	packages+=(debootstrap systemd-container)
 fi
 
 missing=()
@@ -115,6 +118,10 @@ if [[ $mode == test ]]; then
 
 	# metrics-server for the kubectl top e2e test (hack/tools/metrics-server).
 	build_metrics_server
+
+	# The node container's root, whose init is systemd
+	# (TestSystemdCgroupDriver); about a minute the first time.
+	"$HEARTLET_REPO/hack/nodecontainer.sh" build
 fi
 
 log "setup ($mode) done in $(elapsed "$start")"

@@ -300,7 +300,7 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 		return nil, err
 	}
 	if cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS {
-		if c.cgroups, err = newCgroups(cfg); err != nil {
+		if c.cgroups, err = newCgroups(ctx, cfg, conn.rt); err != nil {
 			return nil, fmt.Errorf("cgroups: %w", err)
 		}
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -8,12 +9,18 @@ import (
 
 	"github.com/heartlet/heartlet/internal/cgroups"
 	"github.com/heartlet/heartlet/internal/nodestatus"
+	"github.com/heartlet/heartlet/internal/runtime"
 )
 
-// newCgroups builds the cgroup manager from the configuration: the pod pids
-// limit, the CFS quota settings and the node allocatable enforcement, with
-// the machine's capacity measured by nodestatus.
-func newCgroups(cfg *kubeletv1beta1.KubeletConfiguration) (*cgroups.Manager, error) {
+// newCgroups builds the cgroup manager from the configuration: the cgroup
+// driver agreed with the runtime's, the pod pids limit, the CFS quota
+// settings and the node allocatable enforcement, with the machine's
+// capacity measured by nodestatus.
+func newCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, rt *runtime.Runtime) (*cgroups.Manager, error) {
+	driver, err := cgroupDriverOf(ctx, rt, cfg.CgroupDriver)
+	if err != nil {
+		return nil, err
+	}
 	capacity, err := nodestatus.MachineCapacity()
 	if err != nil {
 		return nil, fmt.Errorf("machine capacity: %w", err)
@@ -31,7 +38,7 @@ func newCgroups(cfg *kubeletv1beta1.KubeletConfiguration) (*cgroups.Manager, err
 	})
 	return cgroups.New(cgroups.Options{
 		CgroupRoot:      cfg.CgroupRoot,
-		Driver:          cfg.CgroupDriver,
+		Driver:          driver,
 		PodPidsLimit:    derefInt64(cfg.PodPidsLimit),
 		DisableCPUQuota: !cpuCFSQuota(cfg),
 		CPUPeriod:       cpuCFSQuotaPeriod(cfg),

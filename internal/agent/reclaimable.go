@@ -27,7 +27,7 @@ func reclaimableReader(ctx context.Context, c *components, signal string) evicti
 			if c.cgroups == nil {
 				return ""
 			}
-			return c.cgroups.PodCgroupParent(p)
+			return c.cgroups.PodCgroupPath(p)
 		},
 	}
 	logger := klog.FromContext(ctx)

@@ -17,7 +17,10 @@ func newStats(opts *config.Options, rt stats.Runtime, clk clock.PassiveClock) se
 		RootDir:    opts.RootDir,
 		PodLogsDir: opts.Config.PodLogsDir,
 		CgroupRoot: opts.Config.CgroupRoot,
-		Clock:      clk,
+		// The runtime's driver must be the configured one unless CRI
+		// RuntimeConfig says otherwise (newCgroups).
+		CgroupDriver: opts.Config.CgroupDriver,
+		Clock:        clk,
 	})
 	return server.StatsHandlers{
 		Summary:         p,

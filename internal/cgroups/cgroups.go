@@ -1,10 +1,18 @@
-// Package cgroups manages the pod cgroup hierarchy with the cgroupfs driver
-// on cgroup v1 and v2:
+// Package cgroups manages the pod cgroup hierarchy on cgroup v1 and v2,
+// with the cgroupfs driver:
 //
 //	<cgroupRoot>/kubepods                      Guaranteed pods, node allocatable
 //	<cgroupRoot>/kubepods/burstable            Burstable pods
 //	<cgroupRoot>/kubepods/besteffort           BestEffort pods
 //	<cgroupRoot>/kubepods[/<class>]/pod<uid>   one pod, with pod-level limits
+//
+// or with the systemd driver, the same hierarchy as slices made through
+// systemd's D-Bus API (see systemd.go):
+//
+//	/kubepods.slice
+//	/kubepods.slice/kubepods-burstable.slice
+//	/kubepods.slice/kubepods-besteffort.slice
+//	/kubepods.slice/kubepods[-<class>].slice/kubepods[-<class>]-pod<uid>.slice
 //
 // The container runtime creates the sandbox and container cgroups below a
 // pod's cgroup (the CRI cgroup_parent, see PodCgroupParent) but never
@@ -62,8 +70,8 @@ type Options struct {
 	// CgroupRoot is the cgroup (a path inside every hierarchy) under which
 	// kubepods is created, the kubelet's cgroupRoot. Default "/".
 	CgroupRoot string
-	// Driver is the cgroup driver; only "cgroupfs" (the default) is
-	// supported.
+	// Driver is the cgroup driver: DriverCgroupfs (the default) or
+	// DriverSystemd, which needs systemd as init and CgroupRoot "/".
 	Driver string
 	// PodPidsLimit sets pids.max of every pod cgroup when positive.
 	PodPidsLimit int64
@@ -87,12 +95,10 @@ type Options struct {
 // says what to use instead.
 func CheckDriver(driver string) error {
 	switch driver {
-	case "", "cgroupfs":
+	case "", DriverCgroupfs, DriverSystemd:
 		return nil
-	case "systemd":
-		return errors.New("the systemd cgroup driver is not supported yet; use cgroupfs (and SystemdCgroup = false in the runtime)")
 	default:
-		return errors.New("unknown cgroup driver; use cgroupfs")
+		return errors.New("unknown cgroup driver; use cgroupfs or systemd")
 	}
 }
 
@@ -101,12 +107,15 @@ func CheckDriver(driver string) error {
 type Manager struct {
 	root       string
 	cgroupRoot string
-	v2         bool
-	pidsLimit  int64
-	noQuota    bool
-	period     uint64 // microseconds
-	allocRes   v1.ResourceList
-	reserved   []ReservedCgroup
+	// systemd is set with the systemd driver: cgroups are slices made
+	// through it.
+	systemd   *systemdDriver
+	v2        bool
+	pidsLimit int64
+	noQuota   bool
+	period    uint64 // microseconds
+	allocRes  v1.ResourceList
+	reserved  []ReservedCgroup
 
 	mu sync.Mutex // serializes writes of the QoS cgroups' limits
 	// burstable holds the cpu requests (millicpus) of the burstable pods
@@ -119,8 +128,23 @@ type Manager struct {
 
 // New validates the options and detects the cgroup version: v2 when Root
 // is a cgroup2 filesystem (or, for test layouts, holds cgroup.controllers),
-// v1 otherwise. It creates nothing.
+// v1 otherwise. With the systemd driver systemd must run as init. It
+// creates nothing.
 func New(opts Options) (*Manager, error) {
+	m, err := newUnchecked(opts)
+	if err != nil {
+		return nil, err
+	}
+	if m.systemd != nil {
+		if err := m.systemd.check(); err != nil {
+			return nil, fmt.Errorf("cgroup driver %q: %w", opts.Driver, err)
+		}
+	}
+	return m, nil
+}
+
+// newUnchecked is New without the check that systemd runs.
+func newUnchecked(opts Options) (*Manager, error) {
 	if opts.Root == "" {
 		opts.Root = DefaultRoot
 	}
@@ -132,6 +156,13 @@ func New(opts Options) (*Manager, error) {
 	}
 	if err := CheckDriver(opts.Driver); err != nil {
 		return nil, fmt.Errorf("cgroup driver %q: %w", opts.Driver, err)
+	}
+	var sd *systemdDriver
+	if opts.Driver == DriverSystemd {
+		if err := CheckSystemdRoot(opts.CgroupRoot); err != nil {
+			return nil, err
+		}
+		sd = &systemdDriver{}
 	}
 	if opts.CPUPeriod == 0 {
 		opts.CPUPeriod = qos.DefaultCPUPeriod * time.Microsecond
@@ -146,6 +177,7 @@ func New(opts Options) (*Manager, error) {
 	return &Manager{
 		root:       opts.Root,
 		cgroupRoot: path.Clean(opts.CgroupRoot),
+		systemd:    sd,
 		v2:         v2,
 		pidsLimit:  opts.PodPidsLimit,
 		noQuota:    opts.DisableCPUQuota,
@@ -180,16 +212,39 @@ func (m *Manager) Version() int {
 	return 1
 }
 
-// qosPath returns the cgroup path of a QoS class.
-func (m *Manager) qosPath(class v1.PodQOSClass) string {
+// Driver returns the cgroup driver in use.
+func (m *Manager) Driver() string {
+	if m.systemd != nil {
+		return DriverSystemd
+	}
+	return DriverCgroupfs
+}
+
+// qosName returns the name components of a QoS class's cgroup, below the
+// cgroup root.
+func qosName(class v1.PodQOSClass) []string {
 	switch class {
 	case v1.PodQOSBurstable:
-		return path.Join(m.cgroupRoot, KubepodsName, BurstableName)
+		return []string{KubepodsName, BurstableName}
 	case v1.PodQOSBestEffort:
-		return path.Join(m.cgroupRoot, KubepodsName, BestEffortName)
+		return []string{KubepodsName, BestEffortName}
 	default:
-		return path.Join(m.cgroupRoot, KubepodsName)
+		return []string{KubepodsName}
 	}
+}
+
+// pathOf returns the cgroup path (inside every hierarchy) of the cgroup
+// named by parts below the cgroup root, as the driver lays it out.
+func (m *Manager) pathOf(parts []string) string {
+	if m.systemd != nil {
+		return systemdPath(parts)
+	}
+	return path.Join(m.cgroupRoot, cgroupfsPath(parts))
+}
+
+// qosPath returns the cgroup path of a QoS class.
+func (m *Manager) qosPath(class v1.PodQOSClass) string {
+	return m.pathOf(qosName(class))
 }
 
 // qosPaths are the cgroups a pod cgroup may live under.
@@ -201,12 +256,33 @@ func (m *Manager) qosPaths() []string {
 	}
 }
 
-// PodCgroupParent returns the pod's cgroup path, the CRI cgroup_parent of
-// its sandbox: <cgroupRoot>/kubepods/pod<uid> for Guaranteed pods,
+// podPath returns the cgroup path of the pod with this UID under a QoS
+// class.
+func (m *Manager) podPath(class v1.PodQOSClass, uid types.UID) string {
+	return m.pathOf(append(qosName(class), PodPrefix+string(uid)))
+}
+
+// PodCgroupPath returns the path of the pod's cgroup inside every
+// hierarchy (/kubepods/burstable/pod<uid>, or with the systemd driver
+// /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice),
+// for readers of its files.
+func (m *Manager) PodCgroupPath(pod *v1.Pod) string {
+	return m.podPath(qos.Class(pod), pod.UID)
+}
+
+// PodCgroupParent returns the CRI cgroup_parent of the pod's sandbox, as
+// upstream: with the cgroupfs driver the pod's cgroup path,
+// <cgroupRoot>/kubepods/pod<uid> for Guaranteed pods,
 // <cgroupRoot>/kubepods/burstable/pod<uid> and
-// <cgroupRoot>/kubepods/besteffort/pod<uid> for the others.
+// <cgroupRoot>/kubepods/besteffort/pod<uid> for the others; with the
+// systemd driver the pod's slice name, such as
+// kubepods-burstable-pod<uid>.slice, which the runtime expands.
 func (m *Manager) PodCgroupParent(pod *v1.Pod) string {
-	return path.Join(m.qosPath(qos.Class(pod)), PodPrefix+string(pod.UID))
+	p := m.PodCgroupPath(pod)
+	if m.systemd != nil {
+		return path.Base(p)
+	}
+	return p
 }
 
 // validUID rejects UIDs that cannot name a single cgroup directory.
@@ -220,8 +296,11 @@ func validUID(uid types.UID) error {
 
 // uidFromDirName returns the pod UID named by a pod cgroup directory, and
 // false for any other name.
-func uidFromDirName(name string) (types.UID, bool) {
+func (m *Manager) uidFromDirName(name string) (types.UID, bool) {
 	uid, ok := strings.CutPrefix(name, PodPrefix)
+	if m.systemd != nil {
+		uid, ok = systemdPodUID(name)
+	}
 	if !ok || validUID(types.UID(uid)) != nil {
 		return "", false
 	}
@@ -378,7 +457,7 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) error {
 	if err := validUID(pod.UID); err != nil {
 		return err
 	}
-	p := m.PodCgroupParent(pod)
+	p := m.PodCgroupPath(pod)
 	if err := m.ensure(ctx, p); err != nil {
 		return err
 	}
@@ -415,7 +494,7 @@ func (m *Manager) AdoptPod(ctx context.Context, pod *v1.Pod) error {
 	}
 	found := false
 	for _, h := range hs {
-		dir := filepath.Join(h, filepath.FromSlash(m.PodCgroupParent(pod)))
+		dir := filepath.Join(h, filepath.FromSlash(m.PodCgroupPath(pod)))
 		if _, err := os.Stat(dir); err == nil {
 			found = true
 			break
@@ -462,16 +541,21 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return err
 	}
-	var dirs []string
-	for _, qp := range m.qosPaths() {
-		rel := path.Join(qp, PodPrefix+string(uid))
+	var dirs, cgs []string
+	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
+		rel := m.podPath(class, uid)
+		found := false
 		for _, h := range hs {
 			dir := filepath.Join(h, filepath.FromSlash(rel))
 			if _, err := os.Stat(dir); err == nil {
 				dirs = append(dirs, dir)
+				found = true
 			} else if !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("pod cgroup %s: %w", dir, err)
 			}
+		}
+		if found {
+			cgs = append(cgs, rel)
 		}
 	}
 	if len(dirs) == 0 {
@@ -488,6 +572,15 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 		}
 	}
 	var errs []error
+	if m.systemd != nil {
+		// Stopping the slice removes its cgroups; what systemd does not
+		// manage (hierarchies it does not know) goes below.
+		for _, cg := range cgs {
+			if err := m.systemd.remove(cg); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	for _, dir := range dirs {
 		if err := removeTree(dir); err != nil {
 			errs = append(errs, err)
@@ -525,7 +618,7 @@ func (m *Manager) ListPods(ctx context.Context) ([]types.UID, error) {
 				if !e.IsDir() {
 					continue
 				}
-				if uid, ok := uidFromDirName(e.Name()); ok {
+				if uid, ok := m.uidFromDirName(e.Name()); ok {
 					seen[uid] = true
 				}
 			}

@@ -118,7 +118,7 @@ func TestNew(t *testing.T) {
 	}{
 		{name: "v1 defaults", opts: Options{Root: v1root}, wantVersion: 1},
 		{name: "v2 layout", opts: Options{Root: v2root, Driver: "cgroupfs"}, wantVersion: 2},
-		{name: "systemd driver", opts: Options{Root: v1root, Driver: "systemd"}, wantErr: "not supported"},
+		{name: "systemd driver below another root", opts: Options{Root: v1root, Driver: "systemd", CgroupRoot: "/kube"}, wantErr: "set cgroupRoot to /"},
 		{name: "unknown driver", opts: Options{Root: v1root, Driver: "foo"}, wantErr: "unknown"},
 		{name: "relative cgroup root", opts: Options{Root: v1root, CgroupRoot: "kube"}, wantErr: "absolute"},
 		{name: "period too short", opts: Options{Root: v1root, CPUPeriod: time.Microsecond}, wantErr: "between"},
@@ -632,21 +632,35 @@ func TestListPods(t *testing.T) {
 
 func TestUIDFromDirName(t *testing.T) {
 	tests := []struct {
+		driver string
 		name   string
 		want   types.UID
 		wantOK bool
 	}{
-		{"pod0f6c9b4e-1d2a-4c55-9a3e-2b8f1d7c6e11", "0f6c9b4e-1d2a-4c55-9a3e-2b8f1d7c6e11", true},
-		{"podx", "x", true},
-		{"pod", "", false},
-		{"pod..", "", false},
-		{"burstable", "", false},
-		{"Pod1", "", false},
+		{DriverCgroupfs, "pod0f6c9b4e-1d2a-4c55-9a3e-2b8f1d7c6e11", "0f6c9b4e-1d2a-4c55-9a3e-2b8f1d7c6e11", true},
+		{DriverCgroupfs, "podx", "x", true},
+		{DriverCgroupfs, "pod", "", false},
+		{DriverCgroupfs, "pod..", "", false},
+		{DriverCgroupfs, "burstable", "", false},
+		{DriverCgroupfs, "Pod1", "", false},
+		{DriverCgroupfs, "kubepods-burstable-pod0f6c9b4e_1d2a.slice", "", false},
+		{DriverSystemd, "kubepods-burstable-pod0f6c9b4e_1d2a_4c55_9a3e_2b8f1d7c6e11.slice", "0f6c9b4e-1d2a-4c55-9a3e-2b8f1d7c6e11", true},
+		{DriverSystemd, "kubepods-pod0f6c9b4e_1d2a.slice", "0f6c9b4e-1d2a", true},
+		{DriverSystemd, "kubepods-besteffort-podx.slice", "x", true},
+		{DriverSystemd, "kubepods-besteffort-pod.slice", "", false},
+		{DriverSystemd, "kubepods-burstable.slice", "", false},
+		{DriverSystemd, "kubepods-burstable-pod1a.scope", "", false},
+		{DriverSystemd, "pod1a", "", false},
+		{DriverSystemd, "cri-containerd-0123.scope", "", false},
 	}
 	for _, tt := range tests {
-		got, ok := uidFromDirName(tt.name)
+		m := &Manager{}
+		if tt.driver == DriverSystemd {
+			m.systemd = &systemdDriver{}
+		}
+		got, ok := m.uidFromDirName(tt.name)
 		if got != tt.want || ok != tt.wantOK {
-			t.Errorf("uidFromDirName(%q) = %q, %v; want %q, %v", tt.name, got, ok, tt.want, tt.wantOK)
+			t.Errorf("%s: uidFromDirName(%q) = %q, %v; want %q, %v", tt.driver, tt.name, got, ok, tt.want, tt.wantOK)
 		}
 	}
 }
@@ -689,11 +703,20 @@ func FuzzParsePIDs(f *testing.F) {
 }
 
 func FuzzUIDFromDirName(f *testing.F) {
-	for _, s := range []string{"pod1", "pod", "podx/y", "burstable", "pod.."} {
+	for _, s := range []string{"pod1", "pod", "podx/y", "burstable", "pod..", "kubepods-burstable-pod1_2.slice", "kubepods-pod.slice", "-pod_.slice"} {
 		f.Add(s)
 	}
+	fs, sd := &Manager{}, &Manager{systemd: &systemdDriver{}}
 	f.Fuzz(func(t *testing.T, name string) {
-		uid, ok := uidFromDirName(name)
+		if uid, ok := sd.uidFromDirName(name); ok {
+			if !strings.HasSuffix(name, "-"+escapeSystemd(PodPrefix+string(uid))+sliceSuffix) && name != escapeSystemd(PodPrefix+string(uid))+sliceSuffix {
+				t.Errorf("systemd uidFromDirName(%q) = %q, does not round-trip", name, uid)
+			}
+			if validUID(uid) != nil {
+				t.Errorf("systemd uidFromDirName(%q) = %q, not a valid UID", name, uid)
+			}
+		}
+		uid, ok := fs.uidFromDirName(name)
 		if !ok {
 			return
 		}

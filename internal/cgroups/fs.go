@@ -94,7 +94,13 @@ func (m *Manager) checkControllers() error {
 // ensure creates the cgroup path cg (and its missing parents) in every
 // hierarchy. On v1 each new cpuset cgroup gets its parent's cpus and mems;
 // on v2 each parent delegates every available controller to its children.
+// With the systemd driver, systemd starts the slice (its parent must
+// exist) and runc's manager creates it in the hierarchies systemd does
+// not manage.
 func (m *Manager) ensure(ctx context.Context, cg string) error {
+	if m.systemd != nil {
+		return m.systemd.ensure(cg)
+	}
 	hs, err := m.hierarchies()
 	if err != nil {
 		return err
@@ -179,8 +185,15 @@ func copyCpuset(parent, child string) error {
 	return nil
 }
 
-// apply writes r to the cgroup cg.
+// apply writes r to the cgroup cg; with the systemd driver it sets them
+// as the slice's unit properties.
 func (m *Manager) apply(cg string, r Resources) error {
+	if r.PidsMax != nil && *r.PidsMax <= 0 && !m.hasController("pids") {
+		r.PidsMax = nil // nothing to lift without a pids controller
+	}
+	if m.systemd != nil {
+		return m.systemd.apply(cg, r)
+	}
 	rel := filepath.FromSlash(strings.TrimPrefix(cg, "/"))
 	if m.v2 {
 		return m.applyV2(filepath.Join(m.root, rel), r)
@@ -207,7 +220,7 @@ func (m *Manager) apply(cg string, r Resources) error {
 			return err
 		}
 	}
-	if r.PidsMax != nil && (*r.PidsMax > 0 || m.hasController("pids")) {
+	if r.PidsMax != nil {
 		if err := writeFile(filepath.Join(m.root, "pids", rel), filePidsMax, maxOr(*r.PidsMax)); err != nil {
 			return err
 		}
@@ -239,7 +252,7 @@ func (m *Manager) applyV2(dir string, r Resources) error {
 			return err
 		}
 	}
-	if r.PidsMax != nil && (*r.PidsMax > 0 || m.hasController("pids")) {
+	if r.PidsMax != nil {
 		if err := writeFile(dir, filePidsMax, maxOr(*r.PidsMax)); err != nil {
 			return err
 		}

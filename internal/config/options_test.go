@@ -223,11 +223,11 @@ unknownField: true
 			},
 		},
 		{
-			// Until the systemd driver is supported, validation refuses it
-			// as heartlet's start does: the same rule.
-			name: "systemd cgroup driver",
-			args: []string{"--config", "ok.yaml", "--cgroup-driver=systemd"},
-			want: []string{"flag --cgroup-driver: cgroupDriver: Invalid value: \"systemd\": the systemd cgroup driver is not supported yet; use cgroupfs"},
+			// Validation refuses what heartlet's start refuses: the same
+			// rule.
+			name: "unknown cgroup driver",
+			args: []string{"--config", "ok.yaml", "--cgroup-driver=system"},
+			want: []string{"flag --cgroup-driver: cgroupDriver: Invalid value: \"system\": unknown cgroup driver; use cgroupfs or systemd"},
 		},
 		{
 			name: "static pod URL that is not http",

@@ -219,6 +219,10 @@ func validateCgroups(kc *kubeletv1beta1.KubeletConfiguration) field.ErrorList {
 	}
 	if kc.CgroupRoot != "" && !strings.HasPrefix(kc.CgroupRoot, "/") {
 		errs = append(errs, field.Invalid(field.NewPath("cgroupRoot"), kc.CgroupRoot, "must be an absolute cgroup path"))
+	} else if kc.CgroupDriver == cgroups.DriverSystemd {
+		if err := cgroups.CheckSystemdRoot(kc.CgroupRoot); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("cgroupRoot"), kc.CgroupRoot, err.Error()))
+		}
 	}
 	if kc.SystemCgroups != "" && kc.CgroupRoot == "" {
 		errs = append(errs, field.Required(field.NewPath("cgroupRoot"), "must be set when systemCgroups is set"))

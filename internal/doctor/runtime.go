@@ -128,7 +128,7 @@ func (c checker) cgroupDriver(ctx context.Context) []Result {
 			"the runtime reports no cgroup driver (no CRI RuntimeConfig, no containerd config info); heartlet uses %s", mine)}
 	}
 	if theirs != mine {
-		fix := fmt.Sprintf("set SystemdCgroup = %t in the runtime's config (containerd: [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]) and restart it, or set cgroupDriver: %s (--cgroup-driver) if heartlet supports it", mine == "systemd", theirs)
+		fix := fmt.Sprintf("set SystemdCgroup = %t in the runtime's config (containerd: [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]) and restart it, or set cgroupDriver: %s (--cgroup-driver)", mine == "systemd", theirs)
 		return []Result{fail(fix, "the runtime uses the %s cgroup driver (%s), heartlet %s: pod cgroups would not match", theirs, source, mine)}
 	}
 	return []Result{ok("%s for both heartlet and the runtime (%s)", mine, source)}

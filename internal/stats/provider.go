@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -74,6 +75,9 @@ type Options struct {
 	// CgroupRoot is the kubelet's cgroupRoot, the parent of kubepods.
 	// Default "/".
 	CgroupRoot string
+	// CgroupDriver names the pod cgroups: cgroupfs (the default) or
+	// systemd (kubepods.slice and its slices).
+	CgroupDriver string
 	// CgroupFS and ProcFS are where the cgroup and proc filesystems are
 	// mounted; defaults DefaultCgroupFS and DefaultProcFS.
 	CgroupFS string
@@ -319,7 +323,7 @@ func (p *Provider) nodeStats(ctx context.Context, now time.Time, full bool, meta
 	ns.CPU = p.cpuStats("node", now, cg)
 	ns.Memory = memoryStats(now, cg)
 
-	kubepods := path.Join(p.opts.CgroupRoot, cgroups.KubepodsName)
+	kubepods := cgroups.KubepodsPath(p.opts.CgroupDriver, p.opts.CgroupRoot)
 	if p.cgroups != nil && p.cgroups.exists(kubepods) {
 		if kp, err := p.cgroups.read(kubepods); err == nil {
 			ns.SystemContainers = append(ns.SystemContainers, statsapi.ContainerStats{
@@ -391,8 +395,7 @@ func (p *Provider) podStats(ctx context.Context, now time.Time, full bool, rp *r
 		cm := containerMeta{id: c.ID, image: c.Image}
 		var usage cgroupStats
 		if meta.cgroup != "" {
-			cg := path.Join(meta.cgroup, c.ID)
-			if p.cgroups.exists(cg) {
+			if cg := p.containerCgroup(meta.cgroup, c.ID); cg != "" {
 				if u, err := p.cgroups.read(cg); err == nil {
 					usage, cm.cgroup, cm.cg = u, cg, &u
 				} else {
@@ -521,18 +524,29 @@ func imageName(image string, names map[string]string) string {
 	return image
 }
 
+// containerCgroup returns the cgroup of a container below its pod's, or
+// "": named by its ID with the cgroupfs driver; with the systemd driver
+// the runtime's scope, containerd's cri-containerd-<id>.scope or CRI-O's
+// crio-<id>.scope.
+func (p *Provider) containerCgroup(podCgroup, id string) string {
+	names := []string{id}
+	if p.opts.CgroupDriver == cgroups.DriverSystemd {
+		names = []string{"cri-containerd-" + id + ".scope", "crio-" + id + ".scope"}
+	}
+	for _, n := range names {
+		if cg := path.Join(podCgroup, n); p.cgroups.exists(cg) {
+			return cg
+		}
+	}
+	return ""
+}
+
 // podCgroup returns the cgroup of pod uid below the QoS cgroups, or "".
 func (p *Provider) podCgroup(uid string) string {
 	if p.cgroups == nil {
 		return ""
 	}
-	kubepods := path.Join(p.opts.CgroupRoot, cgroups.KubepodsName)
-	for _, parent := range []string{
-		kubepods,
-		path.Join(kubepods, cgroups.BurstableName),
-		path.Join(kubepods, cgroups.BestEffortName),
-	} {
-		cg := path.Join(parent, cgroups.PodPrefix+uid)
+	for _, cg := range cgroups.PodPaths(p.opts.CgroupDriver, p.opts.CgroupRoot, types.UID(uid)) {
 		if p.cgroups.exists(cg) {
 			return cg
 		}

@@ -378,3 +378,37 @@ func TestSummaryWithoutCgroups(t *testing.T) {
 }
 
 var errInjected = status.Error(codes.Internal, "injected failure")
+
+// With the systemd driver the pods' cgroups are slices and the
+// containers' the runtime's scopes (containerd's names).
+func TestSummarySystemdDriver(t *testing.T) {
+	f := newFixture(t)
+	for _, h := range []string{"cpuacct", "memory"} {
+		root := filepath.Join(f.cgroups, h)
+		for _, mv := range [][2]string{
+			{"kubepods", "kubepods.slice"},
+			{"kubepods.slice/burstable", "kubepods.slice/kubepods-burstable.slice"},
+			{"kubepods.slice/kubepods-burstable.slice/pod" + uidA, "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podaaaa_1111.slice"},
+			{"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podaaaa_1111.slice/" + f.ctrA,
+				"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podaaaa_1111.slice/cri-containerd-" + f.ctrA + ".scope"},
+		} {
+			if err := os.Rename(filepath.Join(root, mv[0]), filepath.Join(root, mv[1])); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p := f.provider()
+	p.opts.CgroupDriver = "systemd"
+	s, err := p.Summary(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Node.SystemContainers) != 1 {
+		t.Fatalf("system containers = %+v, want pods (kubepods.slice)", s.Node.SystemContainers)
+	}
+	check(t, "pods cpu", u64(s.Node.SystemContainers[0].CPU.UsageCoreNanoSeconds), uint64(9000000000))
+	a := findPod(t, s, "a")
+	check(t, "a cpu (its slice)", u64(a.CPU.UsageCoreNanoSeconds), uint64(5000000000))
+	check(t, "a working set (its slice)", u64(a.Memory.WorkingSetBytes), uint64(79000000))
+	check(t, "main cpu (its scope)", u64(a.Containers[0].CPU.UsageCoreNanoSeconds), uint64(4000000000))
+}

@@ -48,6 +48,9 @@ type heartlet struct {
 	roPort      int
 	healthzPort int
 	apiPort     int // the kubelet API (HTTPS) port
+	// node, when set, is the node container heartlet runs in (its
+	// namespaces, its containerd); see nodecontainer_test.go.
+	node *nodeContainer
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -111,7 +114,7 @@ func (h *heartlet) start() {
 		"--config", h.configPath,
 		"--root-dir", h.rootDir,
 		"--pod-manifest-path", h.manifestDir,
-		"--container-runtime-endpoint", criEndpoint,
+		"--container-runtime-endpoint", h.criEndpoint(),
 		"--hostname-override", nodeName,
 		"--v", "2",
 		// Standalone mode has no API server for webhook authentication
@@ -129,7 +132,7 @@ func (h *heartlet) run(mode string, args ...string) {
 		h.t.Fatalf("open heartlet log: %v", err)
 	}
 	fmt.Fprintf(logFile, "===== e2e: starting heartlet (%s) at %s\n", mode, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(heartletBin, args...)
+	cmd := h.command(args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
@@ -159,6 +162,35 @@ func (h *heartlet) run(mode string, args ...string) {
 	}
 }
 
+// command returns the command that runs the binary with args, in the
+// node container when heartlet has one.
+func (h *heartlet) command(args ...string) *exec.Cmd {
+	if h.node != nil {
+		return h.node.command(heartletBin, args...)
+	}
+	return exec.Command(heartletBin, args...)
+}
+
+// criEndpoint is the runtime heartlet talks to.
+func (h *heartlet) criEndpoint() string {
+	if h.node != nil {
+		return nodeCRIEndpoint
+	}
+	return criEndpoint
+}
+
+// signal sends sig to heartlet: in a node container to the process that
+// nsenter started, which nsenter does not pass signals to.
+func (h *heartlet) signal(sig syscall.Signal) {
+	pid := h.cmd.Process.Pid
+	if h.node != nil {
+		if child, ok := childPID(pid); ok {
+			pid = child
+		}
+	}
+	_ = syscall.Kill(pid, sig)
+}
+
 // running reports whether the process is still alive.
 func (h *heartlet) running() bool {
 	if h.done == nil {
@@ -178,7 +210,7 @@ func (h *heartlet) stop() {
 	if !h.running() {
 		return
 	}
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	h.signal(syscall.SIGTERM)
 	select {
 	case <-h.done:
 	case <-time.After(stopTimeout):
@@ -193,7 +225,7 @@ func (h *heartlet) kill() {
 	if !h.running() {
 		return
 	}
-	_ = h.cmd.Process.Kill()
+	h.signal(syscall.SIGKILL)
 	<-h.done
 }
 

@@ -104,14 +104,19 @@ cgroupDriver: systemdd
 				bad + ":5: authentication.webhok: Forbidden: unknown field\n" +
 					bad + ":8: evictionHard[memory.available]: Forbidden: duplicate field, first set on line 7\n" +
 					bad + ":9: syncFrequency: Invalid value: \"soon\": must be a duration such as \"1m30s\"\n" +
-					bad + ":10: cgroupDriver: Invalid value: \"systemdd\": unknown cgroup driver; use cgroupfs\n",
+					bad + ":10: cgroupDriver: Invalid value: \"systemdd\": unknown cgroup driver; use cgroupfs or systemd\n",
 			},
 		},
 		{
-			name:       "the systemd cgroup driver is refused until supported",
+			name:       "the systemd cgroup driver",
 			args:       []string{"validate", "--config", writeFile(t, "systemd.yaml", validConfig+"cgroupDriver: systemd\n"), "--hostname-override=node-a"},
+			wantStdout: []string{"\ncgroupDriver: systemd\n"},
+		},
+		{
+			name:       "the systemd cgroup driver under another cgroupRoot",
+			args:       []string{"validate", "--config", writeFile(t, "systemd-root.yaml", validConfig+"cgroupDriver: systemd\ncgroupRoot: /kube.slice\n"), "--hostname-override=node-a"},
 			wantCode:   1,
-			wantStderr: []string{":5: cgroupDriver: Invalid value: \"systemd\": the systemd cgroup driver is not supported yet; use cgroupfs"},
+			wantStderr: []string{":6: cgroupRoot: Invalid value: \"/kube.slice\""},
 		},
 		{
 			name:       "bad flag value",

@@ -21,6 +21,16 @@ func TestFeaturesOf(t *testing.T) {
 				{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true}},
 			},
 		}, Features{SupplementalGroupsPolicy: true, RecursiveReadOnlyMounts: true}},
+		{"containerd 2.x: user namespaces on the default handler", &runtimeapi.StatusResponse{
+			Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
+			RuntimeHandlers: []*runtimeapi.RuntimeHandler{
+				{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true, UserNamespaces: true}},
+				{Name: "runc", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true, UserNamespaces: true}},
+			},
+		}, Features{SupplementalGroupsPolicy: true, RecursiveReadOnlyMounts: true, UserNamespaces: true}},
+		{"user namespaces only on another handler", &runtimeapi.StatusResponse{
+			RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "kata", Features: &runtimeapi.RuntimeHandlerFeatures{UserNamespaces: true}}},
+		}, Features{}},
 		{"recursive read-only only on another handler", &runtimeapi.StatusResponse{
 			RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "runc", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true}}},
 		}, Features{}},

@@ -48,6 +48,9 @@ type heartlet struct {
 	roPort      int
 	healthzPort int
 	apiPort     int // the kubelet API (HTTPS) port
+	// bin is the agent binary run by run; heartletBin when empty (the
+	// switch test runs the upstream kubelet with the same directories).
+	bin string
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -128,13 +131,17 @@ func (h *heartlet) run(mode string, args ...string) {
 	if err != nil {
 		h.t.Fatalf("open heartlet log: %v", err)
 	}
-	fmt.Fprintf(logFile, "===== e2e: starting heartlet (%s) at %s\n", mode, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(heartletBin, args...)
+	bin := h.bin
+	if bin == "" {
+		bin = heartletBin
+	}
+	fmt.Fprintf(logFile, "===== e2e: starting %s (%s) at %s\n", filepath.Base(bin), mode, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		h.t.Fatalf("start %s: %v", heartletBin, err)
+		h.t.Fatalf("start %s: %v", bin, err)
 	}
 	h.cmd = cmd
 	h.done = make(chan struct{})

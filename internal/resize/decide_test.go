@@ -144,7 +144,10 @@ func TestDecideRefusesPodLevelResources(t *testing.T) {
 	}
 }
 
-func TestFromPodTakesSidecarsNotInitContainers(t *testing.T) {
+// FromPod records every init and regular container, as the upstream
+// kubelet v1.37.2 does (pkg/kubelet/allocation, ResourceInfoForPod and
+// IsResizableContainer with InPlacePodVerticalScalingInitContainers GA).
+func TestFromPodTakesEveryContainer(t *testing.T) {
 	always := v1.ContainerRestartPolicyAlways
 	pod := mkPod(ctr{name: "app", r: res4{cpuReq: "1"}})
 	pod.Spec.InitContainers = []v1.Container{
@@ -152,13 +155,17 @@ func TestFromPodTakesSidecarsNotInitContainers(t *testing.T) {
 		{Name: "side", RestartPolicy: &always, Resources: res4{cpuReq: "3"}.reqs()},
 	}
 	a := FromPod(pod)
-	if _, ok := a["init"]; ok {
-		t.Error("an init container is in the allocation")
+	for name, cpu := range map[string]string{"init": "2", "side": "3", "app": "1"} {
+		r, ok := a[name]
+		if !ok {
+			t.Errorf("container %s is missing from the allocation", name)
+			continue
+		}
+		if q := r.Requests[v1.ResourceCPU]; q.String() != cpu {
+			t.Errorf("container %s: cpu request %s, want %s", name, q.String(), cpu)
+		}
 	}
-	if _, ok := a["side"]; !ok {
-		t.Error("a sidecar is missing from the allocation")
-	}
-	if _, ok := a["app"]; !ok {
-		t.Error("the app container is missing from the allocation")
+	if len(a) != 3 {
+		t.Errorf("allocation %v, want 3 containers", a)
 	}
 }

@@ -146,6 +146,13 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, 
 		return nil, nil
 	}
 
+	if full, added := withInitContainers(pod, alloc); added {
+		if err := m.opts.Store.Set(pod.UID, full); err != nil {
+			return nil, fmt.Errorf("record the allocation of pod %s: %w", klog.KObj(pod), err)
+		}
+		alloc = full
+	}
+
 	// What the running containers were allocated before this sync: what
 	// they run with unless the runtime or an update says otherwise.
 	before := alloc

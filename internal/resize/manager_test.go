@@ -362,3 +362,53 @@ func TestManagerRuntimeWithoutResources(t *testing.T) {
 		t.Errorf("status actuated memory limit %s, want 256Mi", got.String())
 	}
 }
+
+// A pod admitted by the upstream kubelet (its record holds the init
+// containers) or by an earlier heartlet (its record lacks the init
+// containers that run once) is no resize: no event, no condition, and the
+// record is completed to upstream's set.
+func TestManagerAdoptsRecordsWithAndWithoutInitContainers(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	for _, tc := range []struct {
+		name   string
+		record func(pod *v1.Pod) Allocation
+	}{
+		{"upstream record", FromPod},
+		{"earlier heartlet record", func(pod *v1.Pod) Allocation {
+			a := FromPod(pod)
+			delete(a, "init")
+			return a
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, list("2", "4Gi"))
+			pod := mkPod(ctr{name: "app", r: res4{"100m", "200m", "64Mi", "128Mi"}})
+			pod.Spec.InitContainers = []v1.Container{
+				{Name: "init", Resources: res4{cpuReq: "50m"}.reqs()},
+				{Name: "side", RestartPolicy: &always, Resources: res4{cpuReq: "10m"}.reqs()},
+			}
+			if err := h.store.Set(pod.UID, tc.record(pod)); err != nil {
+				t.Fatal(err)
+			}
+			h.pods = append(h.pods, pod)
+			for i := range pod.Spec.Containers {
+				h.node.resources[id(pod, pod.Spec.Containers[i].Name)] = linux(pod, &pod.Spec.Containers[i])
+			}
+			restart, err := h.sync(t, pod)
+			if err != nil || restart != nil {
+				t.Fatalf("sync: %v %v", restart, err)
+			}
+			if len(h.rec.events) != 0 {
+				t.Errorf("events %v, want none", reasons(h.rec.events))
+			}
+			for _, ct := range []v1.PodConditionType{v1.PodResizePending, v1.PodResizeInProgress} {
+				if c := condition(h, pod, ct); c != nil {
+					t.Errorf("condition %s = %+v, want none", ct, c)
+				}
+			}
+			if a, ok := h.store.Get(pod.UID); !ok || !a.Equal(FromPod(pod)) {
+				t.Errorf("record %v, want %v", a, FromPod(pod))
+			}
+		})
+	}
+}

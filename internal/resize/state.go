@@ -60,14 +60,44 @@ func (a Allocation) Equal(b Allocation) bool {
 	return true
 }
 
-// FromPod is the allocation a pod asks for: its regular containers' and
-// sidecars' resources (the resizable containers, as upstream).
+// FromPod is the allocation a pod asks for: the resources of every init
+// and regular container, the set the upstream kubelet v1.37.2 records
+// (allocation.ResourceInfoForPod, where every init container is resizable
+// since InPlacePodVerticalScalingInitContainers is GA), so that either
+// agent finds the other's record equal to the pod it admitted.
 func FromPod(pod *v1.Pod) Allocation {
 	a := Allocation{}
-	for _, c := range podspec.RunningContainers(pod) {
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		a[c.Name] = *c.Resources.DeepCopy()
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
 		a[c.Name] = *c.Resources.DeepCopy()
 	}
 	return a
+}
+
+// withInitContainers is alloc completed with the spec's resources of the
+// init containers that run once and that alloc lacks: records written
+// before FromPod covered them. Such containers are never resized once they
+// ran, so their spec is their allocation. It reports whether it added any.
+func withInitContainers(pod *v1.Pod, alloc Allocation) (Allocation, bool) {
+	var out Allocation
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if _, ok := alloc[c.Name]; ok || podspec.IsSidecar(c) {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(alloc)
+		}
+		out[c.Name] = *c.Resources.DeepCopy()
+	}
+	if out == nil {
+		return alloc, false
+	}
+	return out, true
 }
 
 // checkpointFile is the on-disk form, the upstream kubelet v1.37.2's

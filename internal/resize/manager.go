@@ -140,7 +140,7 @@ func (m *Manager) Sync(ctx context.Context, pod *v1.Pod, rs *runtime.PodStatus, 
 	alloc, ok := m.opts.Store.Get(pod.UID)
 	if !ok {
 		// Admitted: the pod runs with what it asks for.
-		if err := m.opts.Store.Set(pod.UID, FromPod(pod)); err != nil {
+		if err := m.opts.Store.Admit(pod); err != nil {
 			return nil, fmt.Errorf("record the allocation of pod %s: %w", klog.KObj(pod), err)
 		}
 		return nil, nil

@@ -359,6 +359,22 @@ func (s *Store) Set(uid types.UID, a Allocation) error {
 	return s.commit(next)
 }
 
+// Admit records the allocation of a pod admitted now: FromPod, with the
+// pod-level resources beside it as upstream records them (heartlet resizes
+// no pod-level resources; the record is for the upstream kubelet).
+func (s *Store) Admit(pod *v1.Pod) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := maps.Clone(s.pods)
+	next[pod.UID] = FromPod(pod)
+	extra := maps.Clone(s.extra)
+	delete(extra, pod.UID)
+	if pod.Spec.Resources != nil {
+		extra[pod.UID] = upstreamOnly{podLevel: pod.Spec.Resources.DeepCopy()}
+	}
+	return s.commitWith(next, extra)
+}
+
 // Remove forgets the pod's allocation; removing an unknown pod is no error.
 func (s *Store) Remove(uid types.UID) error {
 	s.mu.Lock()
@@ -392,7 +408,12 @@ func (s *Store) UIDs() []types.UID {
 
 // commit writes next to the file and then makes it the record; s.mu is held.
 func (s *Store) commit(next map[types.UID]Allocation) error {
-	extra := maps.Clone(s.extra)
+	return s.commitWith(next, maps.Clone(s.extra))
+}
+
+// commitWith is commit with the upstream records extra (the caller's),
+// less those of pods not in next.
+func (s *Store) commitWith(next map[types.UID]Allocation, extra map[types.UID]upstreamOnly) error {
 	maps.DeleteFunc(extra, func(uid types.UID, _ upstreamOnly) bool { _, ok := next[uid]; return !ok })
 	data, err := encodeState(next, extra)
 	if err != nil {

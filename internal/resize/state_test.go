@@ -353,3 +353,37 @@ func TestHandlerListsAndRemoves(t *testing.T) {
 		t.Errorf("Release: %v", err)
 	}
 }
+
+// Admit records a pod's pod-level resources beside its containers', as
+// upstream's ResourceInfoForPod does (pkg/kubelet/allocation in v1.37.2,
+// InPlacePodLevelResourcesVerticalScaling on by default), and no emptyDir
+// limits (their gate is off by default).
+func TestStoreAdmitRecordsPodLevelResources(t *testing.T) {
+	path := filepath.Join(t.TempDir(), StateFileName)
+	s, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &v1.Pod{}
+	pod.UID = "u"
+	pod.Spec.Containers = []v1.Container{{Name: "app", Resources: rr(map[v1.ResourceName]string{"cpu": "100m"}, nil)}}
+	pod.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}
+	if err := s.Admit(pod); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"entries":{"u":{"ContainerResources":{"app":{"requests":{"cpu":"100m"}}},"PodLevelResources":{"limits":{"cpu":"2"}},"EmptyDirVolumeLimits":null}}}`
+	if wantFile := `{"data":` + quote(want) + `,"checksum":` + sumOf(want) + `}`; string(data) != wantFile {
+		t.Errorf("file\n%s\nwant\n%s", data, wantFile)
+	}
+	pod.Spec.Resources = nil
+	if err := s.Admit(pod); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.extra["u"]; ok {
+		t.Error("a pod admitted again without pod-level resources kept them")
+	}
+}

@@ -46,10 +46,9 @@ func TestClusterKubeletSwitch(t *testing.T) {
 	kubelet := upstreamKubelet(t)
 	// failCgroupV1: false lets the upstream kubelet (1.35 and later) start
 	// on this cgroup v1 host; heartlet accepts the field with the same
-	// meaning. Probes every second so that a readiness lost by the agent
-	// that takes over shows within the hold time.
-	// syncFrequency: 10s makes either agent refresh configMap volumes
-	// within the hold time.
+	// meaning. syncFrequency: 10s makes either agent refresh configMap
+	// volumes within the hold time. The probes run every second, so that
+	// a readiness lost by the agent that takes over shows within it too.
 	h := newClusterHeartlet(t, clusterOptions{config: "failCgroupV1: false\nsyncFrequency: 10s\n"})
 	// The upstream kubelet bind-mounts its root directory onto itself (to
 	// make it a shared mount); that mount is its, not a pod's, and goes
@@ -188,6 +187,7 @@ wait`)
 		{"the upstream kubelet", kubelet},
 	} {
 		t.Logf("switching to %s", to.what)
+		switchedAt := time.Now().Truncate(time.Second)
 		h.stop()
 		h.bin = to.bin
 		startCluster(t, h, clusterOptions{})
@@ -215,6 +215,19 @@ wait`)
 		if got := nodeReadySince(t); !got.Equal(readySince) {
 			t.Errorf("after switching to %s: node Ready condition changed at %v (Ready since %v before)", to.what, got, readySince)
 		}
+		// Nothing happened to the pods that would be worth an event:
+		// no container killed, created or started, no resize.
+		for _, name := range names {
+			evs, err := podEvents(name, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range evs {
+				if last := eventTime(e); last.After(switchedAt) {
+					t.Errorf("after switching to %s: event about pod %s at %v: %s %s: %s", to.what, name, last, e.Type, e.Reason, e.Message)
+				}
+			}
+		}
 		checkAPIAccess(t, mirrorName, appName)
 		waitFor(t, 30*time.Second, "the configMap volume to show the new greeting", func() (bool, string) {
 			out, err := kubectl("exec", "-n", "default", appName, "-c", "app", "--", "cat", "/etc/config/greeting")
@@ -224,6 +237,16 @@ wait`)
 			return out == greeting, fmt.Sprintf("greeting %q", out)
 		})
 	}
+}
+
+// eventTime is when an event last happened.
+func eventTime(e v1.Event) time.Time {
+	for _, t := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time, e.FirstTimestamp.Time} {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
 }
 
 // unmountSelfBind unmounts dir where it is mounted on itself.

@@ -299,6 +299,7 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 	if c.eviction, err = a.newEviction(ctx, c); err != nil {
 		return nil, err
 	}
+	warnCgroupV1(ctx, cfg)
 	if cfg.CgroupsPerQOS == nil || *cfg.CgroupsPerQOS {
 		if c.cgroups, err = newCgroups(ctx, cfg, conn.rt); err != nil {
 			return nil, fmt.Errorf("cgroups: %w", err)

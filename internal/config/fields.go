@@ -172,6 +172,6 @@ var Fields = []FieldSupport{
 	{"localStorageCapacityIsolation", Honoured, "true: pods over an emptyDir sizeLimit or their ephemeral-storage limits are evicted; false: not enforced, and the node reports no ephemeral-storage capacity (as upstream)"},
 	{"containerRuntimeEndpoint", Honoured, "the CRI runtime heartlet talks to"},
 	{"imageServiceEndpoint", Honoured, "image calls go to their own CRI connection"},
-	{"failCgroupV1", NotYet, "heartlet runs on cgroup v1 hosts whatever the value"},
+	{"failCgroupV1", Honoured, "false: heartlet runs on a cgroup v1 host, as upstream; true (the default) on a cgroup v1 host: upstream refuses to start, heartlet starts with a warning"},
 	{"userNamespaces.idsPerPod", Honoured, "host IDs given to each pod with hostUsers: false (from the kubelet user's /etc/subuid range, else 65536 up)"},
 }

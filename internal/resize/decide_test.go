@@ -189,10 +189,7 @@ func TestFromPodTakesInitContainers(t *testing.T) {
 	if _, ok := a["init"]; !ok {
 		t.Error("an init container is missing from the allocation")
 	}
-	if _, ok := a["side"]; !ok {
-		t.Error("a sidecar is missing from the allocation")
-	}
-	if _, ok := a["app"]; !ok {
-		t.Error("the app container is missing from the allocation")
+	if len(a) != 3 {
+		t.Errorf("allocation %v, want 3 containers", a)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"maps"
 	"os"
@@ -19,14 +20,19 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/dump"
 )
 
-// StateFileName is the allocation record's file name in the root directory.
+// StateFileName is the allocation record's file name in the root directory:
+// the upstream kubelet's, in its format, so that a node switched from one to
+// the other keeps its allocations.
 const StateFileName = "allocated_pods_state"
 
-// stateVersion is the only format version understood.
-const stateVersion = 1
+// legacyVersion is the version of heartlet's own earlier format, which is
+// still read (and replaced by the upstream format on the next write).
+const legacyVersion = 1
 
 // maxStateBytes bounds what is read from the state file.
 const maxStateBytes = 4 << 20
@@ -86,66 +92,197 @@ func FromPod(pod *v1.Pod) Allocation {
 	return a
 }
 
-// stateFile is the on-disk form.
-type stateFile struct {
-	Version int                          `json:"version"`
-	Pods    map[types.UID]map[string]res `json:"pods"`
+// checkpointFile is the on-disk form, the upstream kubelet v1.37.2's
+// allocation checkpoint (pkg/kubelet/allocation/state, Checkpoint): the
+// JSON of the entries as a string, and its checksum.
+type checkpointFile struct {
+	Data     string `json:"data"`
+	Checksum uint64 `json:"checksum"`
 }
 
-type res struct {
-	Requests v1.ResourceList `json:"requests,omitempty"`
-	Limits   v1.ResourceList `json:"limits,omitempty"`
+// checkpointData is upstream's PodResourceCheckpointInfo.
+type checkpointData struct {
+	Entries map[types.UID]podEntry `json:"entries,omitempty"`
 }
 
-// ParseState parses a state file. It accepts only the current version,
-// non-empty names of bounded length and well-formed quantities that are
-// not negative.
-func ParseState(data []byte) (map[types.UID]Allocation, error) {
-	var f stateFile
+// podEntry is upstream's PodResourceInfo, whose fields carry no JSON tags.
+type podEntry struct {
+	ContainerResources map[string]v1.ResourceRequirements
+	// PodLevelResources is what was allocated to the pod as a whole:
+	// heartlet's PodLevel entry of the Allocation.
+	PodLevelResources *v1.ResourceRequirements
+	// EmptyDirVolumeLimits is what upstream allocated to the pod's
+	// emptyDir volumes; heartlet keeps what it reads, so that it is there
+	// when the upstream kubelet runs the node again, and sets none.
+	EmptyDirVolumeLimits map[string]*resource.Quantity
+}
+
+// legacyFile is heartlet's earlier format.
+type legacyFile struct {
+	Version int                                              `json:"version"`
+	Pods    map[types.UID]map[string]v1.ResourceRequirements `json:"pods"`
+}
+
+// upstreamOnly is the part of a pod's entry heartlet keeps without
+// acting on it (see podEntry).
+type upstreamOnly struct {
+	emptyDir map[string]*resource.Quantity
+}
+
+// checksum is upstream's checkpoint checksum of data: FNV-32a over the
+// k8s.io/utils/dump.ForHash rendering of the string
+// (pkg/kubelet/checkpointmanager/checksum and pkg/util/hash in v1.37.2).
+func checksum(data string) uint64 {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%v", dump.ForHash(data))
+	return uint64(h.Sum32())
+}
+
+// decodeStrict decodes one JSON object into v, refusing unknown fields
+// and trailing data.
+func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("parse allocation state: %w", err)
+	if err := dec.Decode(v); err != nil {
+		return err
 	}
 	if dec.More() {
-		return nil, errors.New("parse allocation state: data after the object")
+		return errors.New("data after the object")
 	}
-	if f.Version != stateVersion {
-		return nil, fmt.Errorf("parse allocation state: version %d, want %d", f.Version, stateVersion)
-	}
-	out := make(map[types.UID]Allocation, len(f.Pods))
-	for uid, cs := range f.Pods {
-		if uid == "" || len(uid) > maxNameLen {
-			return nil, fmt.Errorf("parse allocation state: bad pod UID %q", uid)
-		}
-		a := make(Allocation, len(cs))
-		for name, r := range cs {
-			if name == "" || len(name) > maxNameLen {
-				return nil, fmt.Errorf("parse allocation state: pod %s: bad container name %q", uid, name)
-			}
-			for _, l := range []v1.ResourceList{r.Requests, r.Limits} {
-				for rn, q := range l {
-					if rn == "" || len(rn) > maxNameLen || q.Sign() < 0 {
-						return nil, fmt.Errorf("parse allocation state: pod %s container %s: bad resource %q=%s", uid, name, rn, q.String())
-					}
-				}
-			}
-			a[name] = v1.ResourceRequirements{Requests: r.Requests, Limits: r.Limits}
-		}
-		out[uid] = a
-	}
-	return out, nil
+	return nil
 }
 
-func encodeState(pods map[types.UID]Allocation) ([]byte, error) {
-	f := stateFile{Version: stateVersion, Pods: make(map[types.UID]map[string]res, len(pods))}
-	for uid, a := range pods {
-		cs := make(map[string]res, len(a))
-		for name, r := range a {
-			cs[name] = res{Requests: r.Requests, Limits: r.Limits}
-		}
-		f.Pods[uid] = cs
+// ParseState parses a state file: the upstream checkpoint, whose checksum
+// must match, or heartlet's earlier format. It accepts non-empty names of
+// bounded length and well-formed quantities that are not negative.
+func ParseState(data []byte) (map[types.UID]Allocation, error) {
+	pods, _, err := parseState(data)
+	return pods, err
+}
+
+func parseState(data []byte) (map[types.UID]Allocation, map[types.UID]upstreamOnly, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, nil, fmt.Errorf("parse allocation state: %w", err)
 	}
+	if _, ok := probe["version"]; ok {
+		return parseLegacy(data)
+	}
+	var f checkpointFile
+	if err := decodeStrict(data, &f); err != nil {
+		return nil, nil, fmt.Errorf("parse allocation state: %w", err)
+	}
+	if _, ok := probe["data"]; !ok {
+		return nil, nil, errors.New("parse allocation state: no data")
+	}
+	if sum := checksum(f.Data); sum != f.Checksum {
+		return nil, nil, fmt.Errorf("parse allocation state: checksum %d, the data's is %d (a corrupt file)", f.Checksum, sum)
+	}
+	var d checkpointData
+	if err := decodeStrict([]byte(f.Data), &d); err != nil {
+		return nil, nil, fmt.Errorf("parse allocation state data: %w", err)
+	}
+	pods := make(map[types.UID]Allocation, len(d.Entries))
+	extra := map[types.UID]upstreamOnly{}
+	for uid, e := range d.Entries {
+		a, err := checkAllocation(uid, e.ContainerResources)
+		if err != nil {
+			return nil, nil, err
+		}
+		if e.PodLevelResources != nil {
+			if err := checkLists(uid, "pod", *e.PodLevelResources); err != nil {
+				return nil, nil, err
+			}
+		}
+		for name, q := range e.EmptyDirVolumeLimits {
+			if name == "" || len(name) > maxNameLen || (q != nil && q.Sign() < 0) {
+				return nil, nil, fmt.Errorf("parse allocation state: pod %s: bad emptyDir limit %q", uid, name)
+			}
+		}
+		if _, ok := a[PodLevel]; ok {
+			return nil, nil, fmt.Errorf("parse allocation state: pod %s: bad container name %q", uid, PodLevel)
+		}
+		if e.PodLevelResources != nil {
+			a[PodLevel] = *e.PodLevelResources
+		}
+		pods[uid] = a
+		if e.EmptyDirVolumeLimits != nil {
+			extra[uid] = upstreamOnly{emptyDir: e.EmptyDirVolumeLimits}
+		}
+	}
+	return pods, extra, nil
+}
+
+func parseLegacy(data []byte) (map[types.UID]Allocation, map[types.UID]upstreamOnly, error) {
+	var f legacyFile
+	if err := decodeStrict(data, &f); err != nil {
+		return nil, nil, fmt.Errorf("parse allocation state: %w", err)
+	}
+	if f.Version != legacyVersion {
+		return nil, nil, fmt.Errorf("parse allocation state: version %d, want %d", f.Version, legacyVersion)
+	}
+	pods := make(map[types.UID]Allocation, len(f.Pods))
+	for uid, cs := range f.Pods {
+		a, err := checkAllocation(uid, cs)
+		if err != nil {
+			return nil, nil, err
+		}
+		pods[uid] = a
+	}
+	return pods, map[types.UID]upstreamOnly{}, nil
+}
+
+// checkAllocation validates one pod's container allocations.
+func checkAllocation(uid types.UID, cs map[string]v1.ResourceRequirements) (Allocation, error) {
+	if uid == "" || len(uid) > maxNameLen {
+		return nil, fmt.Errorf("parse allocation state: bad pod UID %q", uid)
+	}
+	a := make(Allocation, len(cs))
+	for name, r := range cs {
+		if name == "" || len(name) > maxNameLen {
+			return nil, fmt.Errorf("parse allocation state: pod %s: bad container name %q", uid, name)
+		}
+		if err := checkLists(uid, name, r); err != nil {
+			return nil, err
+		}
+		a[name] = r
+	}
+	return a, nil
+}
+
+func checkLists(uid types.UID, name string, r v1.ResourceRequirements) error {
+	for _, l := range []v1.ResourceList{r.Requests, r.Limits} {
+		for rn, q := range l {
+			if rn == "" || len(rn) > maxNameLen || q.Sign() < 0 {
+				return fmt.Errorf("parse allocation state: pod %s container %s: bad resource %q=%s", uid, name, rn, q.String())
+			}
+		}
+	}
+	return nil
+}
+
+// encodeState renders the record as the upstream checkpoint.
+func encodeState(pods map[types.UID]Allocation, extra map[types.UID]upstreamOnly) ([]byte, error) {
+	d := checkpointData{Entries: make(map[types.UID]podEntry, len(pods))}
+	for uid, a := range pods {
+		e := podEntry{ContainerResources: make(map[string]v1.ResourceRequirements, len(a))}
+		for name, r := range a {
+			if name == PodLevel {
+				e.PodLevelResources = r.DeepCopy()
+				continue
+			}
+			e.ContainerResources[name] = r
+		}
+		if x, ok := extra[uid]; ok {
+			e.EmptyDirVolumeLimits = x.emptyDir
+		}
+		d.Entries[uid] = e
+	}
+	inner, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("encode allocation state: %w", err)
+	}
+	f := checkpointFile{Data: string(inner), Checksum: checksum(string(inner))}
 	b, err := json.Marshal(f)
 	if err != nil {
 		return nil, fmt.Errorf("encode allocation state: %w", err)
@@ -162,13 +299,16 @@ type Store struct {
 
 	mu   sync.Mutex
 	pods map[types.UID]Allocation
+	// extra is what upstream recorded beside the containers' allocations,
+	// kept for the pods still in the record.
+	extra map[types.UID]upstreamOnly
 }
 
 // OpenStore reads the record at path; a missing file is an empty record.
 // A file that cannot be parsed is an error: heartlet must not forget
 // allocations it made.
 func OpenStore(path string) (*Store, error) {
-	s := &Store{path: path, pods: map[types.UID]Allocation{}}
+	s := &Store{path: path, pods: map[types.UID]Allocation{}, extra: map[types.UID]upstreamOnly{}}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return s, nil
@@ -184,11 +324,11 @@ func OpenStore(path string) (*Store, error) {
 	if len(data) > maxStateBytes {
 		return nil, fmt.Errorf("read allocation state %s: larger than %d bytes", path, maxStateBytes)
 	}
-	pods, err := ParseState(data)
+	pods, extra, err := parseState(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	s.pods = pods
+	s.pods, s.extra = pods, extra
 	return s, nil
 }
 
@@ -257,14 +397,21 @@ func (s *Store) UIDs() []types.UID {
 
 // commit writes next to the file and then makes it the record; s.mu is held.
 func (s *Store) commit(next map[types.UID]Allocation) error {
-	data, err := encodeState(next)
+	return s.commitWith(next, maps.Clone(s.extra))
+}
+
+// commitWith is commit with the upstream records extra (the caller's),
+// less those of pods not in next.
+func (s *Store) commitWith(next map[types.UID]Allocation, extra map[types.UID]upstreamOnly) error {
+	maps.DeleteFunc(extra, func(uid types.UID, _ upstreamOnly) bool { _, ok := next[uid]; return !ok })
+	data, err := encodeState(next, extra)
 	if err != nil {
 		return err
 	}
 	if err := writeFileAtomic(s.path, data); err != nil {
 		return err
 	}
-	s.pods = next
+	s.pods, s.extra = next, extra
 	return nil
 }
 

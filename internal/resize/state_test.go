@@ -2,8 +2,10 @@ package resize
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -124,10 +126,18 @@ func TestParseState(t *testing.T) {
 		name, in string
 		ok       bool
 	}{
+		{"empty checkpoint", `{"data":"{}","checksum":` + sumOf(`{}`) + `}`, true},
+		{"checkpoint", `{"data":` + quote(upstreamOne) + `,"checksum":` + sumOf(upstreamOne) + `}`, true},
+		{"checkpoint with a wrong checksum", `{"data":` + quote(upstreamOne) + `,"checksum":1}`, false},
+		{"checkpoint without data", `{"checksum":` + sumOf(``) + `}`, false},
+		{"checkpoint with an unknown field", `{"data":"{}","checksum":` + sumOf(`{}`) + `,"x":1}`, false},
+		{"checkpoint data with an unknown field", `{"data":` + quote(`{"x":1}`) + `,"checksum":` + sumOf(`{"x":1}`) + `}`, false},
+		{"checkpoint data not json", `{"data":"x","checksum":` + sumOf(`x`) + `}`, false},
+		{"checkpoint with a negative emptyDir limit", `{"data":` + quote(badEmptyDir) + `,"checksum":` + sumOf(badEmptyDir) + `}`, false},
 		{"empty record", `{"version":1,"pods":{}}`, true},
 		{"one pod", `{"version":1,"pods":{"u":{"c":{"requests":{"cpu":"100m"},"limits":{"memory":"1Gi"}}}}}`, true},
 		{"other version", `{"version":2,"pods":{}}`, false},
-		{"no version", `{"pods":{}}`, false},
+		{"neither version nor data", `{"pods":{}}`, false},
 		{"unknown field", `{"version":1,"pods":{},"x":1}`, false},
 		{"trailing data", `{"version":1,"pods":{}} {}`, false},
 		{"empty uid", `{"version":1,"pods":{"":{}}}`, false},
@@ -144,6 +154,130 @@ func TestParseState(t *testing.T) {
 				t.Fatalf("ParseState(%s) error = %v, want ok=%v", tc.in, err, tc.ok)
 			}
 		})
+	}
+}
+
+const (
+	upstreamOne = `{"entries":{"u":{"ContainerResources":{"c":{"requests":{"cpu":"100m"}}},"PodLevelResources":null,"EmptyDirVolumeLimits":{"v":"1Gi"}}}}`
+	badEmptyDir = `{"entries":{"u":{"ContainerResources":{},"EmptyDirVolumeLimits":{"v":"-1"}}}}`
+)
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func sumOf(data string) string { return strconv.FormatUint(checksum(data), 10) }
+
+// The record is the upstream kubelet's allocation checkpoint: heartlet
+// reads the file the upstream kubelet v1.37.2 wrote and, given the same
+// allocations, writes the same bytes, so that either can take over a node
+// from the other. testdata/upstream-allocated_pods_state was written by
+// upstream's own code (pkg/kubelet/allocation/state, NewCheckpoint and
+// MarshalCheckpoint) with hack/tools/kube/allocationstate.
+func TestStateIsUpstreamCheckpoint(t *testing.T) {
+	upstream, err := os.ReadFile(filepath.Join("testdata", "upstream-allocated_pods_state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, extra, err := parseState(upstream)
+	if err != nil {
+		t.Fatalf("parse upstream's checkpoint: %v", err)
+	}
+	want := map[types.UID]Allocation{
+		"0b6f3a6e-5c1e-4c55-9f0e-2f1c1d1a7a01": {
+			"app":     rr(map[v1.ResourceName]string{"cpu": "250m", "memory": "64Mi"}, map[v1.ResourceName]string{"memory": "128Mi"}),
+			"sidecar": {},
+		},
+		"9d1c2b3a-0000-4000-8000-000000000002": {
+			"main":   rr(map[v1.ResourceName]string{"cpu": "1"}, nil),
+			PodLevel: rr(nil, map[v1.ResourceName]string{"cpu": "2"}),
+		},
+	}
+	if len(pods) != len(want) {
+		t.Fatalf("parsed %d pods, want %d: %v", len(pods), len(want), pods)
+	}
+	for uid, a := range want {
+		if !pods[uid].Equal(a) {
+			t.Errorf("pod %s = %v, want %v", uid, pods[uid], a)
+		}
+	}
+	x, ok := extra["9d1c2b3a-0000-4000-8000-000000000002"]
+	if !ok || x.emptyDir["scratch"].String() != "64Mi" {
+		t.Errorf("upstream's emptyDir allocations were not kept: %+v", x)
+	}
+	if _, ok := extra["0b6f3a6e-5c1e-4c55-9f0e-2f1c1d1a7a01"]; ok {
+		t.Error("a pod without emptyDir allocations has an extra record")
+	}
+	got, err := encodeState(pods, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(upstream) {
+		t.Errorf("heartlet writes\n%s\nupstream writes\n%s", got, upstream)
+	}
+}
+
+// A store opened on heartlet's earlier format keeps its allocations and
+// rewrites them as the upstream checkpoint; upstream's extra records
+// disappear with their pod.
+func TestStoreMigratesAndKeepsUpstreamRecords(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, StateFileName)
+	if err := os.WriteFile(path, []byte(`{"version":1,"pods":{"u":{"c":{"requests":{"cpu":"100m"}}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set("v", Allocation{"d": {}}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(data), `{"data":`) {
+		t.Fatalf("the record was not rewritten as the upstream checkpoint: %s", data)
+	}
+	if a, ok := s.Get("u"); !ok || !a.Equal(Allocation{"c": rr(map[v1.ResourceName]string{"cpu": "100m"}, nil)}) {
+		t.Fatalf("the earlier record's pod u = %v %v", a, ok)
+	}
+
+	upstream, err := os.ReadFile(filepath.Join("testdata", "upstream-allocated_pods_state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, upstream, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err = OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set("w", Allocation{"e": {}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("0b6f3a6e-5c1e-4c55-9f0e-2f1c1d1a7a01"); err != nil {
+		t.Fatal(err)
+	}
+	data, err = os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `\"PodLevelResources\":{\"limits\":{\"cpu\":\"2\"}}`) {
+		t.Errorf("upstream's pod-level allocation of a kept pod was lost: %s", data)
+	}
+	if err := s.Remove("9d1c2b3a-0000-4000-8000-000000000002"); err != nil {
+		t.Fatal(err)
+	}
+	data, err = os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), `\"PodLevelResources\":{`) || len(s.extra) != 0 {
+		t.Errorf("a removed pod's upstream records stayed: %s", data)
 	}
 }
 
@@ -168,13 +302,14 @@ func TestOpenStoreRefusesACorruptFile(t *testing.T) {
 func FuzzParseState(f *testing.F) {
 	f.Add([]byte(`{"version":1,"pods":{"u":{"c":{"requests":{"cpu":"100m"},"limits":{"memory":"1Gi"}}}}}`))
 	f.Add([]byte(`{"version":1,"pods":{}}`))
+	f.Add([]byte(`{"data":` + quote(upstreamOne) + `,"checksum":` + sumOf(upstreamOne) + `}`))
 	f.Add([]byte(`{"version":1,"pods":{"u":{"c":{"limits":{"cpu":"1e3"}}}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		pods, err := ParseState(data)
+		pods, extra, err := parseState(data)
 		if err != nil {
 			return
 		}
-		enc, err := encodeState(pods)
+		enc, err := encodeState(pods, extra)
 		if err != nil {
 			t.Fatalf("encode an accepted record: %v", err)
 		}
@@ -219,5 +354,48 @@ func TestHandlerListsAndRemoves(t *testing.T) {
 	}
 	if err := set.Release(context.Background(), &v1.Pod{}); err != nil {
 		t.Errorf("Release: %v", err)
+	}
+}
+
+// A pod's pod-level resources are recorded as upstream's
+// PodLevelResources beside its containers' (pkg/kubelet/allocation in
+// v1.37.2, ResourceInfoForPod, InPlacePodLevelResourcesVerticalScaling on
+// by default), and no emptyDir limits (their gate is off by default).
+func TestStoreRecordsPodLevelResources(t *testing.T) {
+	path := filepath.Join(t.TempDir(), StateFileName)
+	s, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &v1.Pod{}
+	pod.UID = "u"
+	pod.Spec.Containers = []v1.Container{{Name: "app", Resources: rr(map[v1.ResourceName]string{"cpu": "100m"}, nil)}}
+	pod.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}}
+	if err := s.Set(pod.UID, FromPod(pod)); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"entries":{"u":{"ContainerResources":{"app":{"requests":{"cpu":"100m"}}},"PodLevelResources":{"limits":{"cpu":"2"}},"EmptyDirVolumeLimits":null}}}`
+	if wantFile := `{"data":` + quote(want) + `,"checksum":` + sumOf(want) + `}`; string(data) != wantFile {
+		t.Errorf("file\n%s\nwant\n%s", data, wantFile)
+	}
+	reopened, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := reopened.Get("u"); !ok || !a.Equal(FromPod(pod)) {
+		t.Errorf("read back %v, want %v", a, FromPod(pod))
+	}
+	pod.Spec.Resources = nil
+	if err := s.Set(pod.UID, FromPod(pod)); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := s.Get("u"); a != nil {
+		if _, ok := a[PodLevel]; ok {
+			t.Error("a pod recorded again without pod-level resources kept them")
+		}
 	}
 }

@@ -51,6 +51,9 @@ type heartlet struct {
 	// node, when set, is the node container heartlet runs in (its
 	// namespaces, its containerd); see nodecontainer_test.go.
 	node *nodeContainer
+	// bin is the agent binary run by run; heartletBin when empty (the
+	// switch test runs the upstream kubelet with the same directories).
+	bin string
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -131,13 +134,17 @@ func (h *heartlet) run(mode string, args ...string) {
 	if err != nil {
 		h.t.Fatalf("open heartlet log: %v", err)
 	}
-	fmt.Fprintf(logFile, "===== e2e: starting heartlet (%s) at %s\n", mode, time.Now().Format(time.RFC3339Nano))
-	cmd := h.command(args...)
+	bin := h.bin
+	if bin == "" {
+		bin = heartletBin
+	}
+	fmt.Fprintf(logFile, "===== e2e: starting %s (%s) at %s\n", filepath.Base(bin), mode, time.Now().Format(time.RFC3339Nano))
+	cmd := h.command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		h.t.Fatalf("start %s: %v", heartletBin, err)
+		h.t.Fatalf("start %s: %v", bin, err)
 	}
 	h.cmd = cmd
 	h.done = make(chan struct{})
@@ -164,11 +171,11 @@ func (h *heartlet) run(mode string, args ...string) {
 
 // command returns the command that runs the binary with args, in the
 // node container when heartlet has one.
-func (h *heartlet) command(args ...string) *exec.Cmd {
+func (h *heartlet) command(bin string, args ...string) *exec.Cmd {
 	if h.node != nil {
-		return h.node.command(heartletBin, args...)
+		return h.node.command(bin, args...)
 	}
-	return exec.Command(heartletBin, args...)
+	return exec.Command(bin, args...)
 }
 
 // criEndpoint is the runtime heartlet talks to.

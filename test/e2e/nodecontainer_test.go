@@ -289,14 +289,14 @@ spec:
 	if out, err := exec.Command("bash", nodeScript, "containerd", node.name, "cgroupfs").CombinedOutput(); err != nil {
 		t.Fatalf("switch containerd to cgroupfs: %v\n%s", err, out)
 	}
-	out, err := h.command("--config", h.configPath, "--root-dir", h.rootDir, "--pod-manifest-path", h.manifestDir,
+	out, err := h.command(heartletBin, "--config", h.configPath, "--root-dir", h.rootDir, "--pod-manifest-path", h.manifestDir,
 		"--container-runtime-endpoint", nodeCRIEndpoint, "--hostname-override", nodeName,
 		"--anonymous-auth=true", "--authentication-token-webhook=false", "--authorization-mode=AlwaysAllow").CombinedOutput()
 	const want = `cgroupDriver is systemd but the container runtime uses the cgroupfs cgroup driver (containerd runtime "runc" SystemdCgroup = false)`
 	if err == nil || !strings.Contains(string(out), want) {
 		t.Errorf("heartlet with a cgroupfs runtime: %v, output without %q:\n%s", err, want, out)
 	}
-	out, _ = h.command("doctor", "--config", h.configPath, "--container-runtime-endpoint", nodeCRIEndpoint).CombinedOutput()
+	out, _ = h.command(heartletBin, "doctor", "--config", h.configPath, "--container-runtime-endpoint", nodeCRIEndpoint).CombinedOutput()
 	if !regexp.MustCompile(`(?m)^error\s+cgroup-driver\s+the runtime uses the cgroupfs cgroup driver`).Match(out) {
 		t.Errorf("heartlet doctor with a cgroupfs runtime does not report the mismatch:\n%s", out)
 	}

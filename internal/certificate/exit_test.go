@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -101,6 +102,7 @@ func TestClientExitsWithoutCertificate(t *testing.T) {
 			ticks.wait(t) // Run's first report, before its loop
 			for i, s := range tt.steps {
 				mgr.set(s.cur, s.healthy)
+				waitForWaiter(t, clk)
 				clk.Step(s.advance)
 				last := i == len(tt.steps)-1
 				if !last || !tt.exit {
@@ -145,6 +147,7 @@ func TestClientNoExitByDefault(t *testing.T) {
 	go func() { done <- r.Run(ctx, nil) }()
 	ticks.wait(t)
 	for range 3 {
+		waitForWaiter(t, clk)
 		clk.Step(time.Hour)
 		ticks.wait(t)
 	}
@@ -171,5 +174,18 @@ func (g tickGauge) wait(t *testing.T) {
 	case <-g:
 	case <-time.After(waitFor):
 		t.Fatal("Run did not report a tick")
+	}
+}
+
+// waitForWaiter waits until Run waits on the fake clock, so that a Step
+// is not taken before Run's timer exists (and then missed).
+func waitForWaiter(t *testing.T, clk *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("Run never waited on the clock")
+		}
+		runtime.Gosched()
 	}
 }

@@ -1,9 +1,7 @@
 package eviction
 
 import (
-	"context"
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -81,38 +79,8 @@ func TestRunPassesWhenTheAllocatableThresholdFires(t *testing.T) {
 	cs.s.Node.SystemContainers[0].Memory.UsageBytes = u64(530 << 20) // 30 Mi of inactive page cache
 	root, pods := &fakeNotifier{ch: make(chan struct{}, 1)}, &fakeNotifier{ch: make(chan struct{}, 1)}
 	h.m.opts.Summary, h.m.opts.MemoryNotifier, h.m.opts.AllocatableNotifier = cs, root, pods
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.m.Run(ctx) }()
-	waitCall := func(what string) {
-		t.Helper()
-		select {
-		case <-cs.calls:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no pass %s", what)
-		}
-	}
-	for !h.clk.HasWaiters() {
-		runtime.Gosched()
-	}
-	h.clk.Step(DefaultInterval)
-	waitCall("after the first interval")
-	// The fake clock does not move: only the kubepods notification can
-	// cause the next pass.
-	pods.ch <- struct{}{}
-	waitCall("after the kubepods notification")
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run = %v", err)
-	}
-	pods.mu.Lock()
-	defer pods.mu.Unlock()
-	if want := uint64(800-100+30) << 20; len(pods.armed) == 0 || pods.armed[0] != want {
-		t.Errorf("kubepods notifier armed at %v, want %d first", pods.armed, want)
-	}
-	if !pods.closed {
-		t.Error("kubepods notifier not closed when Run returned")
-	}
+	runUntilNotified(t, h, cs, pods)
+	pods.checkArmed(t, uint64(800-100+30)<<20)
 }
 
 // TestMemcgNotifierBelowNeedsCgroupV1: a hierarchy without cgroup v1

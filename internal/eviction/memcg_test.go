@@ -85,7 +85,17 @@ func TestRunPassesWhenTheMemoryThresholdFires(t *testing.T) {
 	cs.s.Node.Memory.UsageBytes = u64(600 << 20) // 76 Mi of inactive page cache
 	n := &fakeNotifier{ch: make(chan struct{}, 1)}
 	h.m.opts.Summary, h.m.opts.MemoryNotifier = cs, n
+	runUntilNotified(t, h, cs, n)
+	n.checkArmed(t, uint64(1024-100+76)<<20)
+}
+
+// runUntilNotified runs the manager, steps its clock one interval for the
+// first pass, fires n for the next (the fake clock does not move, so only
+// the notification can cause it), and stops the manager.
+func runUntilNotified(t *testing.T, h *harness, cs *countingSummary, n *fakeNotifier) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- h.m.Run(ctx) }()
 	waitCall := func(what string) {
@@ -107,20 +117,24 @@ func TestRunPassesWhenTheMemoryThresholdFires(t *testing.T) {
 	}
 	h.clk.Step(DefaultInterval)
 	waitCall("after the first interval")
-	// The fake clock does not move: only the notification can cause the
-	// next pass.
 	n.ch <- struct{}{}
 	waitCall("after the notification")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if want := uint64(1024-100+76) << 20; len(n.armed) == 0 || n.armed[0] != want {
-		t.Errorf("armed at %v, want %d first", n.armed, want)
+}
+
+// checkArmed: the notifier was armed at want first and closed when the
+// manager stopped.
+func (f *fakeNotifier) checkArmed(t *testing.T, want uint64) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.armed) == 0 || f.armed[0] != want {
+		t.Errorf("armed at %v, want %d first", f.armed, want)
 	}
-	if !n.closed {
+	if !f.closed {
 		t.Errorf("notifier not closed when Run returned")
 	}
 }

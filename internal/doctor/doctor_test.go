@@ -80,7 +80,7 @@ func TestWriteJSON(t *testing.T) {
 
 func TestMemo(t *testing.T) {
 	calls := 0
-	f := memo(func(context.Context) (int, error) { calls++; return calls, nil })
+	f := Memo(func(context.Context) (int, error) { calls++; return calls, nil })
 	for range 3 {
 		if v, _ := f(context.Background()); v != 1 {
 			t.Errorf("got %d, want the first result 1", v)

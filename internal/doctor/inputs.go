@@ -94,8 +94,9 @@ type Host struct {
 	Swaps       string
 }
 
-// memo calls f once and hands every caller its result.
-func memo[T any](f func(ctx context.Context) (T, error)) func(ctx context.Context) (T, error) {
+// Memo calls f once and hands every caller its result (the first
+// caller's context is the one f sees).
+func Memo[T any](f func(ctx context.Context) (T, error)) func(ctx context.Context) (T, error) {
 	var (
 		once sync.Once
 		v    T
@@ -111,10 +112,10 @@ func memo[T any](f func(ctx context.Context) (T, error)) func(ctx context.Contex
 // to the API server and the runtime are made once and shared.
 func Checks(in Inputs) []Check {
 	if in.Connect != nil {
-		in.Connect = memo(in.Connect)
+		in.Connect = Memo(in.Connect)
 	}
 	if in.ConnectRuntime != nil {
-		in.ConnectRuntime = memo(in.ConnectRuntime)
+		in.ConnectRuntime = Memo(in.ConnectRuntime)
 	}
 	if in.APIServerKubeletUser == "" {
 		in.APIServerKubeletUser = DefaultAPIServerKubeletUser

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -109,7 +108,7 @@ func Report(ctx context.Context, in Inputs, timeoutEach time.Duration) []doctor.
 	}
 	r := reporter{in: in, opts: opts}
 	if in.ConnectRuntime != nil {
-		r.connectRuntime = memo(func(ctx context.Context) (Runtime, error) { return in.ConnectRuntime(ctx, opts) })
+		r.connectRuntime = doctor.Memo(func(ctx context.Context) (Runtime, error) { return in.ConnectRuntime(ctx, opts) })
 	}
 	checks := []doctor.Check{
 		{Name: checkFlags, Run: r.flags},
@@ -432,17 +431,4 @@ func jsonString(data []byte, key string) string {
 		return ""
 	}
 	return s
-}
-
-// memo calls f once and hands every caller its result.
-func memo[T any](f func(ctx context.Context) (T, error)) func(ctx context.Context) (T, error) {
-	var (
-		once sync.Once
-		v    T
-		err  error
-	)
-	return func(ctx context.Context) (T, error) {
-		once.Do(func() { v, err = f(ctx) })
-		return v, err
-	}
 }

@@ -15,22 +15,22 @@ import (
 // ErrNoAPI.
 func (m *Manager) ConfigMapValue(ctx context.Context, namespace, name, key string, optional bool) (value string, found bool, err error) {
 	data, err := m.ConfigMapData(ctx, namespace, name, optional)
-	if err != nil || data == nil {
-		return "", false, err
-	}
-	v, ok := data[key]
-	if !ok {
-		if optional {
-			return "", false, nil
-		}
-		return "", false, envKeyError(kindConfigMap, "ConfigMap", namespace, name, key)
-	}
-	return v, true, nil
+	return keyValue(data, err, key, optional, func() error {
+		return envKeyError(kindConfigMap, "ConfigMap", namespace, name, key)
+	})
 }
 
 // SecretValue is ConfigMapValue for a secretKeyRef.
 func (m *Manager) SecretValue(ctx context.Context, namespace, name, key string, optional bool) (value string, found bool, err error) {
 	data, err := m.SecretData(ctx, namespace, name, optional)
+	return keyValue(data, err, key, optional, func() error {
+		return envKeyError(kindSecret, "Secret", namespace, name, key)
+	})
+}
+
+// keyValue picks key out of an object's data as ConfigMapValue describes;
+// missing makes the error for a required key that is absent.
+func keyValue(data map[string]string, err error, key string, optional bool, missing func() error) (string, bool, error) {
 	if err != nil || data == nil {
 		return "", false, err
 	}
@@ -39,7 +39,7 @@ func (m *Manager) SecretValue(ctx context.Context, namespace, name, key string, 
 		if optional {
 			return "", false, nil
 		}
-		return "", false, envKeyError(kindSecret, "Secret", namespace, name, key)
+		return "", false, missing()
 	}
 	return v, true, nil
 }

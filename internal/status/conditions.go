@@ -123,22 +123,24 @@ func containersReadyCondition(spec *v1.PodSpec, all []v1.ContainerStatus, phase 
 	if (phase == v1.PodSucceeded && len(unknown) == 0) || phase == v1.PodFailed {
 		return terminalContainersReady(phase)
 	}
+	return containerListCondition(v1.ContainersReady, ReasonContainersNotReady, unknown, "unready", unready)
+}
+
+// containerListCondition is True when no container is listed, else False
+// with reason and upstream's message naming the containers whose status
+// is unknown and those in the state named by what.
+func containerListCondition(typ v1.PodConditionType, reason string, unknown []string, what string, listed []string) v1.PodCondition {
 	var msgs []string
 	if len(unknown) > 0 {
 		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", unknown))
 	}
-	if len(unready) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with unready status: %s", unready))
+	if len(listed) > 0 {
+		msgs = append(msgs, fmt.Sprintf("containers with %s status: %s", what, listed))
 	}
 	if len(msgs) > 0 {
-		return v1.PodCondition{
-			Type:    v1.ContainersReady,
-			Status:  v1.ConditionFalse,
-			Reason:  ReasonContainersNotReady,
-			Message: strings.Join(msgs, ", "),
-		}
+		return v1.PodCondition{Type: typ, Status: v1.ConditionFalse, Reason: reason, Message: strings.Join(msgs, ", ")}
 	}
-	return v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionTrue}
+	return v1.PodCondition{Type: typ, Status: v1.ConditionTrue}
 }
 
 // terminalContainersReady is the ContainersReady condition of a pod in a
@@ -211,22 +213,7 @@ func initializedCondition(spec *v1.PodSpec, all []v1.ContainerStatus, phase v1.P
 	if anyAppContainerRan(spec, all) {
 		return v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue}
 	}
-	var msgs []string
-	if len(unknown) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", unknown))
-	}
-	if len(incomplete) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with incomplete status: %s", incomplete))
-	}
-	if len(msgs) > 0 {
-		return v1.PodCondition{
-			Type:    v1.PodInitialized,
-			Status:  v1.ConditionFalse,
-			Reason:  ReasonContainersNotInitialized,
-			Message: strings.Join(msgs, ", "),
-		}
-	}
-	return v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue}
+	return containerListCondition(v1.PodInitialized, ReasonContainersNotInitialized, unknown, "incomplete", incomplete)
 }
 
 // anyAppContainerRan reports whether an app container is running or has

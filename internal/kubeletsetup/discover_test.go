@@ -24,36 +24,22 @@ func writeFiles(t *testing.T, root string, files map[string]string) {
 }
 
 // The upstream kubelet's unit and kubeadm's drop-in, as the kubeadm
-// packages install them (kubernetes/release: cmd/krel/templates/latest/
-// kubelet/kubelet.service and kubeadm/10-kubeadm.conf).
+// packages install them.
+var (
+	kubeletService = readUnit("kubelet.service")
+	kubeadmConf    = readUnit("10-kubeadm.conf")
+)
+
+// readUnit reads one of the unit files kept in systemdunit's testdata.
+func readUnit(name string) string {
+	b, err := os.ReadFile(filepath.Join("..", "systemdunit", "testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
 const (
-	kubeletService = `[Unit]
-Description=kubelet: The Kubernetes Node Agent
-Documentation=https://kubernetes.io/docs/
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-ExecStart=/usr/bin/kubelet
-Restart=always
-StartLimitInterval=0
-RestartSec=10
-
-[Install]
-WantedBy=multi-user.target
-`
-	kubeadmConf = `# Note: This dropin only works with kubeadm and kubelet v1.11+
-[Service]
-Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
-Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
-# This is a file that "kubeadm init" and "kubeadm join" generates at runtime, populating the KUBELET_KUBEADM_ARGS variable dynamically
-EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
-# This is a file that the user can use for overrides of the kubelet args as a last resort. Preferably, the user should use
-# the .NodeRegistration.KubeletExtraArgs object in the configuration files instead. KUBELET_EXTRA_ARGS should be sourced from this file.
-EnvironmentFile=-/etc/default/kubelet
-ExecStart=
-ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
-`
 	// kubeadm init writes the flags file (cmd/kubeadm/app/phases/kubelet).
 	kubeadmFlags = `KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock --node-ip=10.0.0.5"` + "\n"
 )

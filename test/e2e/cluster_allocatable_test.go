@@ -65,39 +65,10 @@ systemReserved:
 		return false, fmt.Sprintf("%d events", len(evs))
 	})
 
-	hog := func(name string, mi int) *v1.Pod {
-		return apiPod(name, func(p *v1.Pod) {
-			p.Spec.NodeName = clusterNode
-			p.Spec.Volumes = []v1.Volume{{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}}
-			p.Spec.Containers = []v1.Container{shContainer("hog", fmt.Sprintf("dd if=/dev/zero of=/mem/fill bs=1M count=%d; %s", mi, sleeper))}
-			p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
-		})
-	}
-	big, small := hog("alloc-hog-big", 1500), hog("alloc-hog-small", 1400)
+	big, small := memoryHog("alloc-hog-big", 1500), memoryHog("alloc-hog-small", 1400)
 	createPod(t, small)
 	createPod(t, big)
-	sawPressure := false
-	evicted := waitAPIPod(t, h, big.Name, 2*time.Minute, "evicted", func(p *v1.Pod) bool {
-		if n, err := getNode(); err == nil && nodeCondition(n, v1.NodeMemoryPressure) == v1.ConditionTrue {
-			sawPressure = true
-		}
-		return p.Status.Phase == v1.PodFailed
-	})
-	const wantPrefix = "The node was low on resource: memory. Threshold quantity: 300Mi, available: "
-	if evicted.Status.Reason != "Evicted" || !strings.HasPrefix(evicted.Status.Message, wantPrefix) ||
-		!strings.Contains(evicted.Status.Message, "Container hog was using ") {
-		t.Errorf("evicted pod status = %q %q, want Evicted %q… Container hog was using …", evicted.Status.Reason, evicted.Status.Message, wantPrefix)
-	}
-	waitFor(t, 30*time.Second, "MemoryPressure on the node", func() (bool, string) {
-		n, err := getNode()
-		if err != nil {
-			return false, err.Error()
-		}
-		if nodeCondition(n, v1.NodeMemoryPressure) == v1.ConditionTrue {
-			sawPressure = true
-		}
-		return sawPressure, describeConditions(n)
-	})
+	waitMemoryEvicted(t, h, big.Name, "300Mi")
 	mfs := families(t, scrape(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", h.roPort)))
 	if v, ok := sample(mfs, "kubelet_evictions", "eviction_signal", "allocatableMemory.available"); !ok || v != 1 {
 		t.Errorf("kubelet_evictions{eviction_signal=allocatableMemory.available} = %v (present %v), want 1", v, ok)

@@ -214,21 +214,42 @@ enforceNodeAllocatable: ["none"]
 	createPod(t, modest)
 	waitAPIPodRunning(t, h, modest.Name)
 
-	hog := apiPod("evict-mem-hog", func(p *v1.Pod) {
-		bound(p)
+	hog := memoryHog("evict-mem-hog", 5632)
+	createPod(t, hog)
+	waitMemoryEvicted(t, h, hog.Name, fmt.Sprintf("%dMi", threshold))
+	m, err := getAPIPod(modest.Name)
+	if err != nil || m == nil {
+		t.Fatalf("modest pod: %v", err)
+	}
+	if !podRunningReady(m) || m.Status.Reason != "" || m.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("pod within its requests touched: %s", describeStatus(m))
+	}
+}
+
+// memoryHog is a pod bound to the node that fills mi MiB of a
+// memory-backed emptyDir in its container "hog", then sleeps.
+func memoryHog(name string, mi int) *v1.Pod {
+	return apiPod(name, func(p *v1.Pod) {
+		p.Spec.NodeName = clusterNode
 		p.Spec.Volumes = []v1.Volume{{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}}
-		p.Spec.Containers = []v1.Container{shContainer("hog", "dd if=/dev/zero of=/mem/fill bs=1M count=5632; "+sleeper)}
+		p.Spec.Containers = []v1.Container{shContainer("hog", fmt.Sprintf("dd if=/dev/zero of=/mem/fill bs=1M count=%d; %s", mi, sleeper))}
 		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "mem", MountPath: "/mem"}}
 	})
-	createPod(t, hog)
+}
+
+// waitMemoryEvicted waits until the memoryHog pod name is evicted with
+// upstream's message for a memory threshold of the given quantity, and
+// until the node has shown MemoryPressure (while waiting or after).
+func waitMemoryEvicted(t *testing.T, h *heartlet, name, threshold string) {
+	t.Helper()
 	sawPressure := false
-	evicted := waitAPIPod(t, h, hog.Name, 2*time.Minute, "evicted", func(p *v1.Pod) bool {
+	evicted := waitAPIPod(t, h, name, 2*time.Minute, "evicted", func(p *v1.Pod) bool {
 		if n, err := getNode(); err == nil && nodeCondition(n, v1.NodeMemoryPressure) == v1.ConditionTrue {
 			sawPressure = true
 		}
 		return p.Status.Phase == v1.PodFailed
 	})
-	wantPrefix := fmt.Sprintf("The node was low on resource: memory. Threshold quantity: %dMi, available: ", threshold)
+	wantPrefix := "The node was low on resource: memory. Threshold quantity: " + threshold + ", available: "
 	if evicted.Status.Reason != "Evicted" || !strings.HasPrefix(evicted.Status.Message, wantPrefix) ||
 		!strings.Contains(evicted.Status.Message, "Container hog was using ") {
 		t.Errorf("evicted pod status = %q %q, want Evicted %q… Container hog was using …", evicted.Status.Reason, evicted.Status.Message, wantPrefix)
@@ -243,11 +264,4 @@ enforceNodeAllocatable: ["none"]
 		}
 		return sawPressure, describeConditions(n)
 	})
-	m, err := getAPIPod(modest.Name)
-	if err != nil || m == nil {
-		t.Fatalf("modest pod: %v", err)
-	}
-	if !podRunningReady(m) || m.Status.Reason != "" || m.Status.ContainerStatuses[0].RestartCount != 0 {
-		t.Errorf("pod within its requests touched: %s", describeStatus(m))
-	}
 }

@@ -186,13 +186,14 @@ func (d *csiDriver) runController(t *testing.T) {
 	}, "storageclass", csiDriverName)
 }
 
-// dynamicClaim creates a claim of the driver's StorageClass, waits until
-// the provisioner's volume is bound to it, and returns the volume handle
-// and the PV's name.
-func (d *csiDriver) dynamicClaim(t *testing.T, claim string) (handle, pvName string) {
+// dynamicClaim creates a claim of the driver's StorageClass (with the
+// access modes given, ReadWriteOnce without), waits until the
+// provisioner's volume is bound to it, and returns the volume handle and
+// the PV's name.
+func (d *csiDriver) dynamicClaim(t *testing.T, claim string, modes ...v1.PersistentVolumeAccessMode) (handle, pvName string) {
 	t.Helper()
 	class := csiDriverName
-	createClaim(t, claim, "", &class)
+	createClaim(t, claim, "", &class, modes...)
 	var c v1.PersistentVolumeClaim
 	if err := getJSON(&c, "pvc", "-n", "default", claim); err != nil {
 		t.Fatal(err)
@@ -311,15 +312,18 @@ func (d *csiDriver) provisionPV(t *testing.T, claim string) (handle, pvName stri
 	return handle, pvName
 }
 
-// createClaim creates a claim for the volume pvName and waits until it is
-// bound.
-func createClaim(t *testing.T, claim, pvName string, class *string) {
+// createClaim creates a claim for the volume pvName with the access
+// modes given (ReadWriteOnce without) and waits until it is bound.
+func createClaim(t *testing.T, claim, pvName string, class *string, modes ...v1.PersistentVolumeAccessMode) {
 	t.Helper()
+	if len(modes) == 0 {
+		modes = []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}
+	}
 	createObject(t, &v1.PersistentVolumeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: "default"},
 		Spec: v1.PersistentVolumeClaimSpec{
-			AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			AccessModes:      modes,
 			StorageClassName: class,
 			VolumeName:       pvName,
 			Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("32Mi")}},

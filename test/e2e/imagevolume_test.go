@@ -50,6 +50,7 @@ func TestImageVolume(t *testing.T) {
 		lines = string(b)
 		return err == nil && strings.Contains(lines, "done"), lines
 	})
+	t.Logf("the container logged: %q", lines)
 	for _, want := range []string{"whole ok", "sub ok", "write refused"} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("the container logged %q, want %q", lines, want)

@@ -34,6 +34,13 @@ func (f *fakeVolumes) MountsWithEnv(_ context.Context, _ *v1.Pod, c *v1.Containe
 	}
 	return out, nil
 }
+func (f *fakeVolumes) Devices(_ context.Context, _ *v1.Pod, c *v1.Container) ([]*runtimeapi.Device, error) {
+	var out []*runtimeapi.Device
+	for _, d := range c.VolumeDevices {
+		out = append(out, &runtimeapi.Device{ContainerPath: d.DevicePath, HostPath: "/dev-link/" + d.Name, Permissions: "mrw"})
+	}
+	return out, nil
+}
 func (f *fakeVolumes) Adopt(context.Context, *v1.Pod) error { return nil }
 func (f *fakeVolumes) PodDirs() ([]types.UID, error)        { return nil, nil }
 func (f *fakeVolumes) Cleanup(_ context.Context, uid types.UID) error {

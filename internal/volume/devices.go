@@ -1,0 +1,168 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// DevicesDir is the directory below a pod's directory that holds, per
+// plugin, the links to its raw block volumes (upstream's pod device map
+// path: <RootDir>/pods/<uid>/volumeDevices/<plugin>/<volume>).
+const DevicesDir = "volumeDevices"
+
+// Device permissions as upstream gives them to the runtime.
+const (
+	devicePermsReadWrite = "mrw"
+	devicePermsReadOnly  = "r"
+)
+
+// Devices returns the CRI devices of the container's volumeDevices, in
+// order. Only a volume a plugin set up as a Device (a claim bound to a
+// persistent volume of volumeMode Block) can be one: the host side of the
+// device is the plugin's link, never a path of the pod spec, so a
+// volumeDevices entry naming a hostPath, emptyDir or any other volume is
+// refused. A read-only volume gives permissions "r", else "mrw". Volumes
+// must have been prepared; calls for one pod are serialized with Prepare
+// and Cleanup.
+func (m *Manager) Devices(_ context.Context, pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Device, error) {
+	if len(c.VolumeDevices) == 0 {
+		return nil, nil
+	}
+	st := m.acquire(pod.UID)
+	defer st.mu.Unlock()
+	vols := make(map[string]*v1.Volume, len(pod.Spec.Volumes))
+	for i := range pod.Spec.Volumes {
+		vols[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	out := make([]*runtimeapi.Device, 0, len(c.VolumeDevices))
+	for _, vd := range c.VolumeDevices {
+		v := vols[vd.Name]
+		if v == nil {
+			return nil, fmt.Errorf("cannot find volume %q to map into container %q", vd.Name, c.Name)
+		}
+		if err := validDevicePath(vd.DevicePath); err != nil {
+			return nil, fmt.Errorf("volumeDevice %q of container %q: %w", vd.Name, c.Name, err)
+		}
+		if m.pluginFor(v) == nil || (v.PersistentVolumeClaim == nil && v.Ephemeral == nil) {
+			return nil, fmt.Errorf("volumeDevice %q of container %q: volume type %s cannot be a device: only a persistentVolumeClaim or ephemeral volume of volumeMode Block can: %w",
+				vd.Name, c.Name, volumeKind(v), ErrUnsupported)
+		}
+		mt, ok := st.mounted[v.Name]
+		if !ok {
+			return nil, fmt.Errorf("volume %q of container %q is not set up yet", vd.Name, c.Name)
+		}
+		if !mt.Device {
+			return nil, fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeDevices", v.Name, v1.PersistentVolumeFilesystem)
+		}
+		perms := devicePermsReadWrite
+		if mt.ReadOnly {
+			perms = devicePermsReadOnly
+		}
+		out = append(out, &runtimeapi.Device{ContainerPath: vd.DevicePath, HostPath: mt.HostPath, Permissions: perms})
+	}
+	return out, nil
+}
+
+// volumeKind names the volume's source for the refusal of a device.
+func volumeKind(v *v1.Volume) string {
+	switch s := &v.VolumeSource; {
+	case s.HostPath != nil:
+		return "hostPath"
+	case s.EmptyDir != nil:
+		return "emptyDir"
+	case s.ConfigMap != nil:
+		return "configMap"
+	case s.Secret != nil:
+		return "secret"
+	case s.DownwardAPI != nil:
+		return "downwardAPI"
+	case s.Projected != nil:
+		return "projected"
+	case s.CSI != nil:
+		return "csi"
+	case s.Image != nil:
+		return "image"
+	}
+	return sourceName(&v.VolumeSource)
+}
+
+// validDevicePath checks a devicePath as the API does: absolute, without
+// a ".." element or a NUL byte.
+func validDevicePath(p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("devicePath %q must be an absolute path", p)
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return fmt.Errorf("devicePath %q must not contain a NUL byte", p)
+	}
+	for _, e := range strings.Split(p, "/") {
+		if e == ".." {
+			return fmt.Errorf("devicePath %q must not contain '..'", p)
+		}
+	}
+	return nil
+}
+
+// DeviceLink is where LinkDevice puts the link of a pod's raw block
+// volume: <root>/pods/<uid>/volumeDevices/<pluginDir>/<name>.
+func DeviceLink(root string, uid types.UID, pluginDir, name string) string {
+	return filepath.Join(root, "pods", string(uid), DevicesDir, pluginDir, name)
+}
+
+// LinkDevice makes DeviceLink a symbolic link to target (the block device,
+// or the file a driver bind-mounted it on), replacing a link to anything
+// else, and returns the link. The container runtime resolves it when it
+// creates the device node in the container.
+func LinkDevice(root string, uid types.UID, pluginDir, name, target string) (string, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+		return "", fmt.Errorf("link block volume: invalid volume name %q", name)
+	}
+	dir, err := MakePodDir(root, uid, DevicesDir, pluginDir)
+	if err != nil {
+		return "", err
+	}
+	link := filepath.Join(dir, name)
+	cur, err := os.Readlink(link)
+	switch {
+	case err == nil && cur == target:
+		return link, nil
+	case err == nil:
+		if err := os.Remove(link); err != nil {
+			return "", fmt.Errorf("replace block volume link %s: %w", link, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("read block volume link %s: %w", link, err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		return "", fmt.Errorf("link block volume %s: %w", link, err)
+	}
+	return link, nil
+}
+
+// DeviceLinks lists the names of a pod's raw block volume links of one
+// plugin (none when the directory does not exist).
+func DeviceLinks(root string, uid types.UID, pluginDir string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(root, "pods", string(uid), DevicesDir, pluginDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list block volumes of pod %s: %w", uid, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Type()&fs.ModeSymlink != 0 {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}

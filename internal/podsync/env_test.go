@@ -147,6 +147,7 @@ func TestVolumesPreparedAndMounted(t *testing.T) {
 	pod.Spec.Containers[0].Image = "busybox:1.35"
 	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	pod.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "disk", DevicePath: "/dev/xvda"}}
 	h.sync(pod)
 	if vols.prepared == 0 {
 		t.Error("volumes were not prepared")
@@ -154,6 +155,10 @@ func TestVolumesPreparedAndMounted(t *testing.T) {
 	m := h.running("c").Config.GetMounts()
 	if len(m) != 1 || m[0].ContainerPath != "/data" || m[0].HostPath != "/vol/data" {
 		t.Errorf("mounts = %v", m)
+	}
+	d := h.running("c").Config.GetDevices()
+	if len(d) != 1 || d[0].ContainerPath != "/dev/xvda" || d[0].HostPath != "/dev-link/disk" || d[0].Permissions != "mrw" {
+		t.Errorf("devices = %v", d)
 	}
 
 	if err := h.syncer.SyncTerminatingPod(h.ctx, pod, 1); err != nil {

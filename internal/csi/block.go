@@ -23,6 +23,7 @@ import (
 //	<root>/plugins/kubernetes.io/csi/volumeDevices/staging/<pv>        NodeStage target (a directory)
 //	<root>/plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/<uid>  NodePublish target (the driver makes the file)
 //	<root>/plugins/kubernetes.io/csi/volumeDevices/<pv>/data/vol_data.json
+//	<root>/plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/<uid>      upstream's global map: heartlet makes none, releases one it finds
 //	<root>/pods/<uid>/volumeDevices/kubernetes.io~csi/<pv>             link to the publish target, given to the runtime
 //
 // The link in the pod's directory is the record of a pod's publication:
@@ -224,6 +225,11 @@ func (p *Publisher) tearDownBlock(ctx context.Context, uid types.UID) error {
 // link. p.mu is held.
 func (p *Publisher) unpublishBlock(ctx context.Context, uid types.UID, name string, d volData) error {
 	target := p.BlockPublishPath(name, uid)
+	// Upstream's kubelet, when it mapped the volume before a switch, holds
+	// it at its global map path too: released first, as it does.
+	if err := volume.ReleaseGlobalMap(filepath.Join(p.blockRoot(), name, "dev", string(uid))); err != nil {
+		return fmt.Errorf("block volume %q: %w", name, err)
+	}
 	if d.VolumeHandle != "" {
 		drv, err := p.opts.Drivers.get(d.DriverName)
 		if err != nil {
@@ -268,7 +274,7 @@ func (p *Publisher) unstageBlockIfUnused(ctx context.Context, name string, d vol
 		}
 	}
 	dataDir := p.blockDataDir(name)
-	for _, path := range []string{staging, filepath.Join(dataDir, volDataFile), dataDir, filepath.Dir(dataDir)} {
+	for _, path := range []string{staging, filepath.Join(dataDir, volDataFile), dataDir, filepath.Join(filepath.Dir(dataDir), "dev"), filepath.Dir(dataDir)} {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove %s: %w", path, err)
 		}

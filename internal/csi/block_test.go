@@ -184,3 +184,32 @@ func TestBlockAndFilesystemTearDown(t *testing.T) {
 		t.Fatalf("calls at tear-down %v, want %v", got, want)
 	}
 }
+
+// What upstream's kubelet left at its global map path for a pod (here a
+// plain file: no bind mount, no loop device) is removed with the pod's
+// volume, and the volume's directory goes with its last pod.
+func TestBlockUpstreamGlobalMapReleased(t *testing.T) {
+	srv := &nodeServer{stage: true}
+	e := newEnv(t, srv, csiDriverObj(nil))
+	ctx := context.Background()
+	if _, err := e.pub.SetUpPersistentBlock(ctx, pod("a"), claimVolume(), blockPV("pv-1", "vol-1"), false); err != nil {
+		t.Fatal(err)
+	}
+	volDir := filepath.Join(e.root, "plugins", "kubernetes.io", "csi", "volumeDevices", "pv-1")
+	global := filepath.Join(volDir, "dev", "a")
+	if err := os.MkdirAll(filepath.Dir(global), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(global, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pub.TearDown(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(volDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s left: %v", volDir, err)
+	}
+	if got := srv.got(); len(got) != 4 || got[3] != "unstage vol-1" {
+		t.Errorf("driver calls %v", got)
+	}
+}

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/volume"
 )
@@ -15,6 +18,10 @@ import (
 // LocalPluginDir is upstream's directory of local volumes below a pod's
 // volumeDevices directory.
 const LocalPluginDir = "kubernetes.io~local-volume"
+
+// localGlobalMapDir is upstream's global map directory of local raw block
+// volumes below the root directory.
+var localGlobalMapDir = filepath.Join("plugins", "kubernetes.io~local-volume", volume.DevicesDir)
 
 // ErrNotBlockDevice reports a local PV of volumeMode Block whose path is
 // not a block device.
@@ -112,4 +119,32 @@ func blockSourceName(s *v1.PersistentVolumeSource) string {
 		return "hostPath"
 	}
 	return sourceName(s)
+}
+
+// tearDownBlock releases, for each local raw block volume the pod links,
+// what upstream's kubelet keeps at its global map path
+// (<root>/plugins/kubernetes.io~local-volume/volumeDevices/<pv>/<uid>)
+// when it mapped the volume before a switch to heartlet; heartlet's own
+// link goes with the pod directory.
+func (p *Plugin) tearDownBlock(ctx context.Context, uid types.UID) error {
+	if p.rootDir == "" {
+		return nil
+	}
+	names, err := volume.DeviceLinks(p.rootDir, uid, LocalPluginDir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range names {
+		dir := filepath.Join(p.rootDir, localGlobalMapDir, name)
+		if err := volume.ReleaseGlobalMap(filepath.Join(dir, string(uid))); err != nil {
+			errs = append(errs, fmt.Errorf("local persistentvolume %q: %w", name, err))
+			continue
+		}
+		// The volume's directory goes with its last pod.
+		if err := os.Remove(dir); err == nil {
+			klog.FromContext(ctx).V(2).Info("Released a local block volume mapped by upstream's kubelet", "podUID", uid, "volume", name)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -138,3 +138,32 @@ func TestSetUpBlockReplacesLink(t *testing.T) {
 		t.Fatalf("link -> %q, %v; want %s", target, err, dev)
 	}
 }
+
+// What upstream's kubelet left at its global map path for a pod's local
+// block volume (here a plain file) is removed at tear-down; another pod's
+// entry stays.
+func TestTearDownBlockReleasesUpstreamGlobalMap(t *testing.T) {
+	root := t.TempDir()
+	if _, err := volume.LinkDevice(root, "uid-1", LocalPluginDir, "pv-block", "/dev/loop9"); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "plugins", "kubernetes.io~local-volume", "volumeDevices", "pv-block")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []string{"uid-1", "uid-2"} {
+		if err := os.WriteFile(filepath.Join(dir, uid), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := New(nil, nil, WithRootDir(root))
+	if err := p.TearDown(context.Background(), "uid-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "uid-1")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pod's entry is left: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "uid-2")); err != nil {
+		t.Errorf("another pod's entry was removed: %v", err)
+	}
+}

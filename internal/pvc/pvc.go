@@ -214,8 +214,11 @@ func (p *Plugin) checkAffinity(ctx context.Context, pv *v1.PersistentVolume) err
 func (p *Plugin) Reconstruct(context.Context, *v1.Pod) error { return nil }
 
 // TearDown implements volume.Plugin: nothing is mounted for local and
-// hostPath volumes.
-func (p *Plugin) TearDown(context.Context, types.UID) error { return nil }
+// hostPath volumes; what upstream's kubelet held for a local raw block
+// volume is released (block.go).
+func (p *Plugin) TearDown(ctx context.Context, uid types.UID) error {
+	return p.tearDownBlock(ctx, uid)
+}
 
 // sourceName names the persistent volume source that is set.
 func sourceName(s *v1.PersistentVolumeSource) string {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -165,4 +166,89 @@ func DeviceLinks(root string, uid types.UID, pluginDir string) ([]string, error)
 		}
 	}
 	return out, nil
+}
+
+// ReleaseGlobalMap releases what upstream's kubelet holds for one pod's
+// raw block volume at path (its global map path joined with the pod UID),
+// so that heartlet can tear down a volume that kubelet mapped: the loop
+// device it attaches to keep the block device open, the bind mount of the
+// device on path, and the file. heartlet itself makes none of them (the
+// pod's link is what the runtime gets); nothing at path is not an error.
+func ReleaseGlobalMap(path string) error {
+	return globalMapOps{sysBlock: "/sys/block", detach: detachLoop, unmount: unmountFile}.release(path)
+}
+
+// globalMapOps are the system calls of ReleaseGlobalMap (fakes in tests).
+type globalMapOps struct {
+	sysBlock string                 // /sys/block
+	detach   func(dev string) error // detaches a loop device
+	unmount  func(path string) error
+}
+
+func (o globalMapOps) release(path string) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	loops, err := filepath.Glob(filepath.Join(o.sysBlock, "loop*", "loop", "backing_file"))
+	if err != nil {
+		return fmt.Errorf("list loop devices: %w", err)
+	}
+	for _, f := range loops {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // detached meanwhile
+		}
+		if strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") != path {
+			continue
+		}
+		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f)))
+		if err := o.detach(dev); err != nil {
+			return fmt.Errorf("detach loop device %s of %s: %w", dev, path, err)
+		}
+	}
+	if err := o.unmount(path); err != nil {
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
+
+// detachLoop detaches a loop device (LOOP_CLR_FD); one that is already
+// free (ENXIO) is fine.
+func detachLoop(dev string) error {
+	f, err := os.Open(dev)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0); err != nil && !errors.Is(err, unix.ENXIO) {
+		return err
+	}
+	return nil
+}
+
+// unmountFile unmounts path when it is a mount point: the bind mount of a
+// device node lies on another filesystem (devtmpfs) than its directory. A
+// path that is not one (EINVAL) or is gone is fine.
+func unmountFile(path string) error {
+	var st, parent unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	if err := unix.Stat(filepath.Dir(path), &parent); err != nil {
+		return err
+	}
+	if st.Dev == parent.Dev {
+		return nil
+	}
+	err := unix.Unmount(path, 0)
+	if err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,5 +146,60 @@ func TestLinkDevice(t *testing.T) {
 	}
 	if _, err := LinkDevice(root, "../x", "kubernetes.io~csi", "pv", "/dev/loop7"); err == nil {
 		t.Error("LinkDevice accepted the pod UID ../x")
+	}
+}
+
+func TestReleaseGlobalMap(t *testing.T) {
+	dir := t.TempDir()
+	sys := filepath.Join(dir, "sys")
+	path := filepath.Join(dir, "volumeDevices", "pv", "uid-1")
+	other := filepath.Join(dir, "volumeDevices", "pv", "uid-2")
+	for _, p := range []string{path, other} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backing := map[string]string{"loop3": path + "\n", "loop4": other + "\n", "loop5": path + " (deleted)\n"}
+	for loop, file := range backing {
+		if err := os.MkdirAll(filepath.Join(sys, loop, "loop"), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sys, loop, "loop", "backing_file"), []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var detached, unmounted []string
+	ops := globalMapOps{
+		sysBlock: sys,
+		detach:   func(dev string) error { detached = append(detached, dev); return nil },
+		unmount:  func(p string) error { unmounted = append(unmounted, p); return nil },
+	}
+	if err := ops.release(path); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(detached, []string{"/dev/loop3", "/dev/loop5"}) || !slices.Equal(unmounted, []string{path}) {
+		t.Fatalf("detached %v, unmounted %v; want loop3 and loop5 (the pod's), and %s", detached, unmounted, path)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s left: %v", path, err)
+	}
+	if _, err := os.Lstat(other); err != nil {
+		t.Errorf("another pod's entry was removed: %v", err)
+	}
+	// Nothing there: nothing to do.
+	detached, unmounted = nil, nil
+	if err := ops.release(path); err != nil || len(detached)+len(unmounted) != 0 {
+		t.Fatalf("release of nothing: %v, detached %v, unmounted %v", err, detached, unmounted)
+	}
+	// A failure is reported and keeps the entry.
+	ops.unmount = func(string) error { return errors.New("busy") }
+	if err := ops.release(other); err == nil {
+		t.Fatal("release succeeded with a failing unmount")
+	}
+	if _, err := os.Lstat(other); err != nil {
+		t.Errorf("the entry was removed despite the failure: %v", err)
 	}
 }

@@ -53,6 +53,37 @@ func loopDevice(t *testing.T) string {
 	return dev
 }
 
+// upstreamGlobalMap makes what upstream's kubelet makes at a block
+// volume's global map path for a pod: the device bind-mounted on a file
+// and a loop device attached to that file; it returns the loop device.
+func upstreamGlobalMap(t *testing.T, dev, path string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "--bind", dev, path).CombinedOutput(); err != nil {
+		t.Fatalf("bind %s on %s: %v: %s", dev, path, err, out)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup %s: %v: %s", path, err, out)
+	}
+	lock := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		// Only if heartlet did not release them.
+		if b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(lock), "loop", "backing_file")); err == nil && strings.TrimSpace(string(b)) == path {
+			_ = exec.Command("losetup", "--detach", lock).Run()
+		}
+		if isMounted(t, path) {
+			_ = exec.Command("umount", path).Run()
+		}
+	})
+	return lock
+}
+
 // localBlockPV creates a local PV of volumeMode Block (Filesystem when
 // block is false) on path with this node's affinity.
 func localBlockPV(t *testing.T, name, path string, block bool) {
@@ -166,7 +197,19 @@ func TestClusterBlockLocal(t *testing.T) {
 	if err != nil || string(b) != blockPattern {
 		t.Errorf("host device %s starts with %q (%v), want %q", dev, b, err, blockPattern)
 	}
+	// What upstream's kubelet holds for a pod it mapped (before a switch):
+	// the device bind-mounted at its global map path and a loop device on
+	// it. heartlet releases both with the pod.
+	global := filepath.Join(h.rootDir, "plugins", "kubernetes.io~local-volume", "volumeDevices", "e2e-block-local", string(p.UID))
+	lock := upstreamGlobalMap(t, dev, global)
 	deletePodAndWait(t, "block-writer")
+	waitFor(t, 30*time.Second, "upstream's global map entry released", func() (bool, string) {
+		_, err := os.Lstat(global)
+		return os.IsNotExist(err), fmt.Sprintf("%s: %v", global, err)
+	})
+	if b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(lock), "loop", "backing_file")); err == nil {
+		t.Errorf("loop device %s still attached to %s", lock, b)
+	}
 
 	createPod(t, devicePod("block-reader", "block-local", out, readScript("second"), false))
 	waitAPIPodRunning(t, h, "block-reader")

@@ -29,7 +29,7 @@ var table = concat(
 
 func podSpec() []Field {
 	return []Field{
-		{Path: "spec.volumes", Support: Honoured, Note: "emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim and ephemeral (claims bound to local, hostPath or CSI persistent volumes, volumeMode Filesystem) and csi (inline ephemeral); image volumes, raw block claims and any other source are a FailedMount event naming the kind, and the containers wait"},
+		{Path: "spec.volumes", Support: Honoured, Note: "emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim and ephemeral (claims bound to local, hostPath or CSI persistent volumes of volumeMode Filesystem, or to local or CSI ones of volumeMode Block for volumeDevices) and csi (inline ephemeral); image volumes, Block claims of other kinds and any other source are a FailedMount event naming the kind, and the containers wait"},
 		{Path: "spec.initContainers", Support: Honoured, Note: "in order, each to success; sidecars (restartPolicy: Always) keep running"},
 		{Path: "spec.containers", Support: Honoured},
 		{Path: "spec.ephemeralContainers", Support: Honoured, Note: "kubectl debug: started in the running pod, never restarted, reported in ephemeralContainerStatuses"},
@@ -159,7 +159,7 @@ func container(prefix string, kind containerKind) []Field {
 				return v.Elem().String() == string(v1.RecursiveReadOnlyEnabled) && !f.RecursiveReadOnlyMounts
 			}},
 		{Path: p + "env[].valueFrom.fileKeyRef", Support: Refused, Note: "variables from env files are not supported: the variable would be missing"},
-		{Path: p + "volumeDevices", Support: Refused, Note: "raw block volumes are not supported: the device would be missing"},
+		{Path: p + "volumeDevices", Support: Honoured, Note: "claims bound to a local or CSI persistent volume of volumeMode Block, given to the container as a device (read-only claims as \"r\"); a Block claim in volumeMounts or a Filesystem one in volumeDevices is a FailedMount, any other volume in volumeDevices fails the container's creation"},
 		{Path: p + "livenessProbe", Support: Honoured},
 		{Path: p + "readinessProbe", Support: Honoured},
 		{Path: p + "startupProbe", Support: Honoured},

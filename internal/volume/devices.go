@@ -55,7 +55,7 @@ func (m *Manager) Devices(_ context.Context, pod *v1.Pod, c *v1.Container) ([]*r
 		}
 		if m.pluginFor(v) == nil || (v.PersistentVolumeClaim == nil && v.Ephemeral == nil) {
 			return nil, fmt.Errorf("volumeDevice %q of container %q: volume type %s cannot be a device: only a persistentVolumeClaim or ephemeral volume of volumeMode Block can: %w",
-				vd.Name, c.Name, volumeKind(v), ErrUnsupported)
+				vd.Name, c.Name, sourceName(&v.VolumeSource), ErrUnsupported)
 		}
 		mt, ok := st.mounted[v.Name]
 		if !ok {
@@ -71,29 +71,6 @@ func (m *Manager) Devices(_ context.Context, pod *v1.Pod, c *v1.Container) ([]*r
 		out = append(out, &runtimeapi.Device{ContainerPath: vd.DevicePath, HostPath: mt.HostPath, Permissions: perms})
 	}
 	return out, nil
-}
-
-// volumeKind names the volume's source for the refusal of a device.
-func volumeKind(v *v1.Volume) string {
-	switch s := &v.VolumeSource; {
-	case s.HostPath != nil:
-		return "hostPath"
-	case s.EmptyDir != nil:
-		return "emptyDir"
-	case s.ConfigMap != nil:
-		return "configMap"
-	case s.Secret != nil:
-		return "secret"
-	case s.DownwardAPI != nil:
-		return "downwardAPI"
-	case s.Projected != nil:
-		return "projected"
-	case s.CSI != nil:
-		return "csi"
-	case s.Image != nil:
-		return "image"
-	}
-	return sourceName(&v.VolumeSource)
 }
 
 // validDevicePath checks a devicePath as the API does: absolute, without

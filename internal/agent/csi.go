@@ -41,7 +41,7 @@ func (a *Agent) buildVolumePlugins(c *components, cl *kubeclient.Client, getter 
 		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: drivers},
 		Clock:    a.clock,
 	})
-	return []volume.Plugin{pvc.New(pvGetter, pub), pub}
+	return []volume.Plugin{pvc.New(pvGetter, pub, pvc.WithRootDir(a.opts.RootDir)), pub}
 }
 
 // volumesInUse is the node status's volumesInUse: the CSI volumes

@@ -195,19 +195,30 @@ func (p *Publisher) SetUpPersistent(ctx context.Context, pod *v1.Pod, _ *v1.Volu
 	if err := p.needAPI(pod); err != nil {
 		return volume.Mounted{}, err
 	}
-	src := pv.Spec.CSI
 	if m, ok := p.alreadyPublished(pod, pv.Name, readOnly); ok {
 		return m, nil
 	}
-	if _, err := p.opts.Drivers.get(src.Driver); err != nil {
-		return volume.Mounted{}, err
-	}
-	cd, err := p.csiDriver(ctx, src.Driver)
+	req, cd, err := p.persistentRequest(ctx, pv, readOnly)
 	if err != nil {
 		return volume.Mounted{}, err
 	}
+	return p.publish(ctx, pod, cd, req)
+}
+
+// persistentRequest is the publication of a CSI persistent volume: its
+// driver must be registered and support persistent volumes, and its
+// VolumeAttachment must be attached when the driver needs one.
+func (p *Publisher) persistentRequest(ctx context.Context, pv *v1.PersistentVolume, readOnly bool) (request, *storagev1.CSIDriver, error) {
+	src := pv.Spec.CSI
+	if _, err := p.opts.Drivers.get(src.Driver); err != nil {
+		return request{}, nil, err
+	}
+	cd, err := p.csiDriver(ctx, src.Driver)
+	if err != nil {
+		return request{}, nil, err
+	}
 	if cd != nil && !hasMode(cd, storagev1.VolumeLifecyclePersistent) {
-		return volume.Mounted{}, fmt.Errorf("CSI driver %q does not support persistent volumes (its CSIDriver object does not list volumeLifecycleModes Persistent)", src.Driver)
+		return request{}, nil, fmt.Errorf("CSI driver %q does not support persistent volumes (its CSIDriver object does not list volumeLifecycleModes Persistent)", src.Driver)
 	}
 	req := request{
 		name: pv.Name, driver: src.Driver, handle: src.VolumeHandle, mode: modePersistent, readOnly: readOnly,
@@ -221,21 +232,21 @@ func (p *Publisher) SetUpPersistent(ctx context.Context, pod *v1.Pod, _ *v1.Volu
 		req.attachID = AttachmentName(src.VolumeHandle, src.Driver, p.opts.NodeName)
 		va, err := p.opts.Kube.StorageV1().VolumeAttachments().Get(ctx, req.attachID, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return volume.Mounted{}, &AttachError{Msg: fmt.Sprintf("volume %q: VolumeAttachment %s does not exist yet", pv.Name, req.attachID)}
+			return request{}, nil, &AttachError{Msg: fmt.Sprintf("volume %q: VolumeAttachment %s does not exist yet", pv.Name, req.attachID)}
 		}
 		if err != nil {
-			return volume.Mounted{}, fmt.Errorf("get VolumeAttachment %s: %w", req.attachID, err)
+			return request{}, nil, fmt.Errorf("get VolumeAttachment %s: %w", req.attachID, err)
 		}
 		if !va.Status.Attached {
 			msg := "not attached yet"
 			if e := va.Status.AttachError; e != nil {
 				msg = "attach failed: " + e.Message
 			}
-			return volume.Mounted{}, &AttachError{Msg: fmt.Sprintf("volume %q: VolumeAttachment %s %s", pv.Name, req.attachID, msg)}
+			return request{}, nil, &AttachError{Msg: fmt.Sprintf("volume %q: VolumeAttachment %s %s", pv.Name, req.attachID, msg)}
 		}
 		req.pubCtx = va.Status.AttachmentMetadata
 	}
-	return p.publish(ctx, pod, cd, req)
+	return req, cd, nil
 }
 
 // alreadyPublished returns the volume of a publication made earlier (or
@@ -576,7 +587,8 @@ func (p *Publisher) podVolumes(uid types.UID) (map[string]volData, error) {
 }
 
 // Reconstruct implements volume.Plugin: it remembers the publications and
-// stagings found on disk for the pod, so that they are not made again.
+// stagings found on disk for the pod (raw block ones too, block.go), so
+// that they are not made again.
 func (p *Publisher) Reconstruct(ctx context.Context, pod *v1.Pod) error {
 	vols, err := p.podVolumes(pod.UID)
 	p.mu.Lock()
@@ -588,12 +600,12 @@ func (p *Publisher) Reconstruct(ctx context.Context, pod *v1.Pod) error {
 		}
 		klog.FromContext(ctx).V(2).Info("Reconstructed CSI volume", "pod", klog.KObj(pod), "podUID", pod.UID, "volume", name, "driver", d.DriverName)
 	}
-	return err
+	return errors.Join(err, p.reconstructBlock(ctx, pod))
 }
 
 // TearDown implements volume.Plugin: it unpublishes every CSI volume of
 // the pod found on disk, then unstages each one no other pod's directory
-// still names.
+// still names; the same for its raw block volumes (block.go).
 func (p *Publisher) TearDown(ctx context.Context, uid types.UID) error {
 	vols, err := p.podVolumes(uid)
 	if err != nil {
@@ -611,6 +623,7 @@ func (p *Publisher) TearDown(ctx context.Context, uid types.UID) error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, p.tearDownBlock(ctx, uid))
 	return errors.Join(errs...)
 }
 

@@ -29,7 +29,7 @@ var table = concat(
 
 func podSpec() []Field {
 	return []Field{
-		{Path: "spec.volumes", Support: Honoured, Note: "emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim and ephemeral (claims bound to local, hostPath or CSI persistent volumes, volumeMode Filesystem) and csi (inline ephemeral); raw block claims and any other source are a FailedMount event naming the kind, and the containers wait; image volumes are pulled with their pullPolicy and the pod's pull secrets (backoff and events as for container images) and mounted read-only by the runtime, subPath being a directory of the image, where the runtime can (spec.volumes[].image)"},
+		{Path: "spec.volumes", Support: Honoured, Note: "emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim and ephemeral (claims bound to local, hostPath or CSI persistent volumes of volumeMode Filesystem, or to local or CSI ones of volumeMode Block for volumeDevices) and csi (inline ephemeral); Block claims of other kinds and any other source are a FailedMount event naming the kind, and the containers wait; image volumes are pulled with their pullPolicy and the pod's pull secrets (backoff and events as for container images) and mounted read-only by the runtime, subPath being a directory of the image, where the runtime can (spec.volumes[].image)"},
 		{Path: "spec.volumes[].image", Support: Refused,
 			Note: "image volumes need a runtime that mounts OCI images (containerd 2.1 or later, CRI-O 1.31 or later, read from its CRI version); an older runtime would ignore the image and give the container an empty directory",
 			Used: func(_ reflect.Value, f Features) bool { return !f.ImageVolumes }},
@@ -162,7 +162,7 @@ func container(prefix string, kind containerKind) []Field {
 				return v.Elem().String() == string(v1.RecursiveReadOnlyEnabled) && !f.RecursiveReadOnlyMounts
 			}},
 		{Path: p + "env[].valueFrom.fileKeyRef", Support: Refused, Note: "variables from env files are not supported: the variable would be missing"},
-		{Path: p + "volumeDevices", Support: Refused, Note: "raw block volumes are not supported: the device would be missing"},
+		{Path: p + "volumeDevices", Support: Honoured, Note: "claims bound to a local or CSI persistent volume of volumeMode Block, given to the container as a device (read-only claims as \"r\"); a Block claim in volumeMounts or a Filesystem one in volumeDevices is a FailedMount, any other volume in volumeDevices fails the container's creation"},
 		{Path: p + "livenessProbe", Support: Honoured},
 		{Path: p + "readinessProbe", Support: Honoured},
 		{Path: p + "startupProbe", Support: Honoured},

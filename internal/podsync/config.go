@@ -302,6 +302,15 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 			return nil, err
 		}
 	}
+	var devices []*runtimeapi.Device
+	if len(c.VolumeDevices) > 0 {
+		if s.opts.Mounts == nil {
+			return nil, fmt.Errorf("container %s maps volume devices but no volume manager is configured", c.Name)
+		}
+		if devices, err = s.opts.Mounts.Devices(ctx, pod, c); err != nil {
+			return nil, err
+		}
+	}
 	if !mountsEtcHosts(c) {
 		// Written again for every container, so it follows the pod's
 		// IPs and, for the host network, the node's file.
@@ -331,6 +340,7 @@ func (s *Syncer) containerConfig(ctx context.Context, pod *v1.Pod, c *v1.Contain
 		WorkingDir:  c.WorkingDir,
 		Envs:        env,
 		Mounts:      mounts,
+		Devices:     devices,
 		Labels:      runtime.ContainerLabels(pod, c.Name),
 		Annotations: runtime.ContainerAnnotations(pod, c, restartCount, init),
 		LogPath:     containerLogPath(c.Name, restartCount),

@@ -39,6 +39,13 @@ func (f *fakeVolumes) MountsWithEnv(_ context.Context, pod *v1.Pod, c *v1.Contai
 	}
 	return out, nil
 }
+func (f *fakeVolumes) Devices(_ context.Context, _ *v1.Pod, c *v1.Container) ([]*runtimeapi.Device, error) {
+	var out []*runtimeapi.Device
+	for _, d := range c.VolumeDevices {
+		out = append(out, &runtimeapi.Device{ContainerPath: d.DevicePath, HostPath: "/dev-link/" + d.Name, Permissions: "mrw"})
+	}
+	return out, nil
+}
 func (f *fakeVolumes) Adopt(context.Context, *v1.Pod) error { return nil }
 func (f *fakeVolumes) PodDirs() ([]types.UID, error)        { return nil, nil }
 func (f *fakeVolumes) Cleanup(_ context.Context, uid types.UID) error {
@@ -145,6 +152,7 @@ func TestVolumesPreparedAndMounted(t *testing.T) {
 	pod.Spec.Containers[0].Image = "busybox:1.35"
 	pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 	pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	pod.Spec.Containers[0].VolumeDevices = []v1.VolumeDevice{{Name: "disk", DevicePath: "/dev/xvda"}}
 	h.sync(pod)
 	if vols.prepared == 0 {
 		t.Error("volumes were not prepared")
@@ -152,6 +160,10 @@ func TestVolumesPreparedAndMounted(t *testing.T) {
 	m := h.running("c").Config.GetMounts()
 	if len(m) != 1 || m[0].ContainerPath != "/data" || m[0].HostPath != "/vol/data" {
 		t.Errorf("mounts = %v", m)
+	}
+	d := h.running("c").Config.GetDevices()
+	if len(d) != 1 || d[0].ContainerPath != "/dev/xvda" || d[0].HostPath != "/dev-link/disk" || d[0].Permissions != "mrw" {
+		t.Errorf("devices = %v", d)
 	}
 
 	if err := h.syncer.SyncTerminatingPod(h.ctx, pod, 1); err != nil {

@@ -79,9 +79,11 @@ type Resources interface {
 }
 
 // VolumeMounts tells the runtime what to mount of a pod's prepared volumes
-// into one container (volume.Manager).
+// into one container, and which raw block volumes (volumeDevices) to give
+// it as devices (volume.Manager).
 type VolumeMounts interface {
 	MountsWithEnv(ctx context.Context, pod *v1.Pod, c *v1.Container, env map[string]string) ([]*runtimeapi.Mount, error)
+	Devices(ctx context.Context, pod *v1.Pod, c *v1.Container) ([]*runtimeapi.Device, error)
 }
 
 // EnvValues resolves the ConfigMap and Secret values a container's

@@ -11,8 +11,9 @@
 //   - hostPath: the PV's path after the hostPath type check;
 //   - csi: handed to a CSI publisher (package csi);
 //
-// every other PV source, and volumeMode Block, is refused with a message
-// naming it. A claim that is not bound yet is an error SetUp returns until
+// every other PV source is refused with a message naming it. A PV of
+// volumeMode Block (local or csi, see block.go) becomes a raw block
+// device for the containers' volumeDevices. A claim that is not bound yet is an error SetUp returns until
 // it is (a FailedMount event, and the containers wait).
 package pvc
 
@@ -62,20 +63,35 @@ type Getter interface {
 // by the publisher's own volume.Plugin TearDown.
 type CSIPublisher interface {
 	SetUpPersistent(ctx context.Context, pod *v1.Pod, v *v1.Volume, pv *v1.PersistentVolume, readOnly bool) (volume.Mounted, error)
+	// SetUpPersistentBlock is SetUpPersistent for a PV of volumeMode
+	// Block: the result is a volume.Mounted Device.
+	SetUpPersistentBlock(ctx context.Context, pod *v1.Pod, v *v1.Volume, pv *v1.PersistentVolume, readOnly bool) (volume.Mounted, error)
 }
 
 // Plugin is the volume.Plugin of claims. It is safe for concurrent use.
 type Plugin struct {
-	getter Getter
-	csi    CSIPublisher
+	getter  Getter
+	csi     CSIPublisher
+	rootDir string
 }
+
+// Option configures a Plugin.
+type Option func(*Plugin)
+
+// WithRootDir sets the kubelet root directory, below which the links of
+// local raw block volumes are made; without it they are refused.
+func WithRootDir(dir string) Option { return func(p *Plugin) { p.rootDir = dir } }
 
 var _ volume.Plugin = (*Plugin)(nil)
 
 // New returns the plugin. A nil getter (standalone mode) fails every
 // claim with volume.ErrNoAPI; a nil csi refuses CSI volumes.
-func New(getter Getter, csi CSIPublisher) *Plugin {
-	return &Plugin{getter: getter, csi: csi}
+func New(getter Getter, csi CSIPublisher, opts ...Option) *Plugin {
+	p := &Plugin{getter: getter, csi: csi}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
 // Handles implements volume.Plugin.
@@ -143,13 +159,16 @@ func (p *Plugin) SetUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) (volume.M
 	if err != nil {
 		return volume.Mounted{}, err
 	}
-	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
-		return volume.Mounted{}, fmt.Errorf("persistentvolume %q has volumeMode Block: raw block volumes (volumeDevices) are not supported: %w", pv.Name, volume.ErrUnsupported)
+	if err := checkVolumeMode(pod, v.Name, pv); err != nil {
+		return volume.Mounted{}, err
 	}
 	if err := p.checkAffinity(ctx, pv); err != nil {
 		return volume.Mounted{}, err
 	}
 	readOnly := v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly
+	if isBlock(pv) {
+		return p.setUpBlock(ctx, pod, v, pv, readOnly)
+	}
 	switch src := &pv.Spec.PersistentVolumeSource; {
 	case src.Local != nil:
 		if _, err := os.Stat(src.Local.Path); err != nil {
@@ -195,8 +214,11 @@ func (p *Plugin) checkAffinity(ctx context.Context, pv *v1.PersistentVolume) err
 func (p *Plugin) Reconstruct(context.Context, *v1.Pod) error { return nil }
 
 // TearDown implements volume.Plugin: nothing is mounted for local and
-// hostPath volumes.
-func (p *Plugin) TearDown(context.Context, types.UID) error { return nil }
+// hostPath volumes; what upstream's kubelet held for a local raw block
+// volume is released (block.go).
+func (p *Plugin) TearDown(ctx context.Context, uid types.UID) error {
+	return p.tearDownBlock(ctx, uid)
+}
 
 // sourceName names the persistent volume source that is set.
 func sourceName(s *v1.PersistentVolumeSource) string {

@@ -53,6 +53,11 @@ func affinity(value string) *v1.VolumeNodeAffinity {
 
 type fakeCSI struct{ calls int }
 
+func (f *fakeCSI) SetUpPersistentBlock(_ context.Context, _ *v1.Pod, _ *v1.Volume, pv *v1.PersistentVolume, readOnly bool) (volume.Mounted, error) {
+	f.calls++
+	return volume.Mounted{HostPath: "/csi-block/" + pv.Name, ReadOnly: readOnly, Device: true}, nil
+}
+
 func (f *fakeCSI) SetUpPersistent(_ context.Context, _ *v1.Pod, _ *v1.Volume, pv *v1.PersistentVolume, readOnly bool) (volume.Mounted, error) {
 	f.calls++
 	return volume.Mounted{HostPath: "/csi/" + pv.Name, ReadOnly: readOnly}, nil
@@ -104,7 +109,7 @@ func TestSetUp(t *testing.T) {
 			want: volume.Mounted{HostPath: localDir, ReadOnly: true, Ownership: true}},
 		{name: "node affinity of another node", objs: []runtime.Object{boundClaim("claim", "pv-local"), elsewhere, node}, wantErr: ErrNodeAffinity},
 		{name: "local path missing", objs: []runtime.Object{boundClaim("claim", "pv-local"), missingPath, node}, errText: "nope"},
-		{name: "block mode refused", objs: []runtime.Object{boundClaim("claim", "pv-local"), blockPV, node}, wantErr: volume.ErrUnsupported, errText: "volumeMode Block"},
+		{name: "block mode without a root directory refused", objs: []runtime.Object{boundClaim("claim", "pv-local"), blockPV, node}, wantErr: volume.ErrUnsupported, errText: "volumeMode Block"},
 		{name: "hostPath", objs: []runtime.Object{boundClaim("claim", "pv-local"), hostPathPV, node}, want: volume.Mounted{HostPath: localDir}},
 		{name: "hostPath type check", objs: []runtime.Object{boundClaim("claim", "pv-local"), hostPathWrongType, node}, errText: "is not a directory"},
 		{name: "nfs refused", objs: []runtime.Object{boundClaim("claim", "pv-local"), nfs, node}, wantErr: volume.ErrUnsupported, errText: "nfs"},

@@ -15,8 +15,13 @@ type Mounted struct {
 	// HostPath is what the runtime mounts into the containers (and what a
 	// subPath is opened below).
 	HostPath string
-	// ReadOnly mounts the volume read-only into every container.
+	// ReadOnly mounts the volume read-only into every container (for a
+	// Device, the containers get it read-only).
 	ReadOnly bool
+	// Device reports a raw block volume (volumeMode Block): HostPath is a
+	// symbolic link to the block device, given to the containers that name
+	// the volume in volumeDevices (see Devices) and never mounted.
+	Device bool
 	// Ownership asks the Manager to give the volume to the pod's fsGroup
 	// (honouring fsGroupChangePolicy) once it is set up; ignored when
 	// ReadOnly.
@@ -71,7 +76,7 @@ func (m *Manager) setUpPlugin(ctx context.Context, st *podState, pod *v1.Pod, p 
 	if mt.HostPath == "" {
 		return fmt.Errorf("volume %q: plugin returned no host path", v.Name)
 	}
-	if mt.Ownership && !mt.ReadOnly {
+	if mt.Ownership && !mt.ReadOnly && !mt.Device {
 		// As for emptyDir: applied once, when the root does not match.
 		if err := podOwnership(pod).apply(mt.HostPath, false, false); err != nil {
 			return err
@@ -89,6 +94,9 @@ func pluginPath(st *podState, v *v1.Volume) (string, bool, error) {
 	mt, ok := st.mounted[v.Name]
 	if !ok {
 		return "", false, fmt.Errorf("volume %q is not set up yet", v.Name)
+	}
+	if mt.Device {
+		return "", false, fmt.Errorf("volume %s has volumeMode %s, but is specified in volumeMounts", v.Name, v1.PersistentVolumeBlock)
 	}
 	return mt.HostPath, mt.ReadOnly, nil
 }

@@ -528,6 +528,18 @@ func staticPod(pod *v1.Pod) bool { return podconfig.IsStatic(pod) }
 // sourceName names the volume source that is set, for error messages.
 func sourceName(vs *v1.VolumeSource) string {
 	switch {
+	case vs.HostPath != nil:
+		return "hostPath"
+	case vs.EmptyDir != nil:
+		return "emptyDir"
+	case vs.ConfigMap != nil:
+		return "configMap"
+	case vs.Secret != nil:
+		return "secret"
+	case vs.DownwardAPI != nil:
+		return "downwardAPI"
+	case vs.Projected != nil:
+		return "projected"
 	case vs.PersistentVolumeClaim != nil:
 		return "persistentVolumeClaim"
 	case vs.Ephemeral != nil:

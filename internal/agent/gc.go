@@ -50,6 +50,8 @@ func (a *Agent) newGarbageCollectors(c *components, rt *runtime.Runtime) *garbag
 			Clock:    a.clock,
 			Recorder: deps,
 			Node:     node,
+			// The image volumes of the desired pods.
+			VolumeImages: deps.VolumeImages,
 		}),
 		containers: containergc.New(rt, deps, containergc.Options{
 			Policy:   containergc.DefaultPolicy(),
@@ -123,6 +125,9 @@ func (d gcDeps) Desired(uid types.UID) bool {
 }
 
 func (d gcDeps) Known(uid types.UID) bool { return d.c.workers.Known(uid) }
+
+// VolumeImages are the references of the desired pods' image volumes.
+func (d gcDeps) VolumeImages() []string { return images.VolumeImageRefs(d.c.desired.Pods()) }
 
 // ImageFsStats reads the image filesystem's capacity and available bytes
 // from the stats summary.

@@ -16,15 +16,31 @@ type statuser interface {
 	Status(ctx context.Context) (*runtimeapi.StatusResponse, error)
 }
 
+// featureReader is what the runtime tells of itself (runtime.Runtime):
+// its CRI status and its name and version.
+type featureReader interface {
+	statuser
+	Version(ctx context.Context) (*runtimeapi.VersionResponse, error)
+}
+
 // runtimeFeatures reads what the runtime reports it supports; a runtime
 // that cannot be asked supports nothing optional.
-func runtimeFeatures(ctx context.Context, rt statuser) podfields.Features {
+func runtimeFeatures(ctx context.Context, rt featureReader) podfields.Features {
+	logger := klog.FromContext(ctx)
 	st, err := rt.Status(ctx)
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "Reading the runtime's features failed; assuming none")
+		logger.Error(err, "Reading the runtime's features failed; assuming none")
 		return podfields.Features{}
 	}
-	return podfields.FeaturesOf(st)
+	f := podfields.FeaturesOf(st)
+	v, err := rt.Version(ctx)
+	if err != nil {
+		logger.Error(err, "Reading the runtime's version failed; assuming it cannot mount image volumes")
+		return f
+	}
+	f.ImageVolumes = podfields.ImageVolumesOf(v)
+	logger.V(2).Info("Runtime image volume support", "runtime", v.GetRuntimeName(), "version", v.GetRuntimeVersion(), "supported", f.ImageVolumes)
+	return f
 }
 
 // podFieldsAdmission refuses pods that use a pod field heartlet refuses,

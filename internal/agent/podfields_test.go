@@ -14,11 +14,20 @@ import (
 )
 
 type fakeStatuser struct {
-	st  *runtimeapi.StatusResponse
-	err error
+	st     *runtimeapi.StatusResponse
+	err    error
+	ver    *runtimeapi.VersionResponse
+	verErr error
 }
 
 func (f fakeStatuser) Status(context.Context) (*runtimeapi.StatusResponse, error) { return f.st, f.err }
+
+func (f fakeStatuser) Version(context.Context) (*runtimeapi.VersionResponse, error) {
+	if f.verErr != nil {
+		return nil, f.verErr
+	}
+	return f.ver, nil
+}
 
 func TestRuntimeFeatures(t *testing.T) {
 	ctx := t.Context()
@@ -42,6 +51,25 @@ func TestRuntimeFeatures(t *testing.T) {
 	st.RuntimeHandlers[1].Features.RecursiveReadOnlyMounts = true
 	if got := runtimeFeatures(ctx, fakeStatuser{st: st}); !got.RecursiveReadOnlyMounts {
 		t.Error("the default handler's recursive read-only mounts are lost")
+	}
+}
+
+func TestRuntimeFeaturesImageVolumes(t *testing.T) {
+	ctx := t.Context()
+	st := &runtimeapi.StatusResponse{}
+	for _, tc := range []struct {
+		name string
+		rt   fakeStatuser
+		want bool
+	}{
+		{"containerd 2.4", fakeStatuser{st: st, ver: &runtimeapi.VersionResponse{RuntimeName: "containerd", RuntimeVersion: "v2.4.2"}}, true},
+		{"containerd 1.6", fakeStatuser{st: st, ver: &runtimeapi.VersionResponse{RuntimeName: "containerd", RuntimeVersion: "1.6.20~ds1"}}, false},
+		{"version unknown", fakeStatuser{st: st, verErr: errors.New("down")}, false},
+		{"status unknown", fakeStatuser{err: errors.New("down"), ver: &runtimeapi.VersionResponse{RuntimeName: "containerd", RuntimeVersion: "v2.4.2"}}, false},
+	} {
+		if got := runtimeFeatures(ctx, tc.rt).ImageVolumes; got != tc.want {
+			t.Errorf("%s: ImageVolumes = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -97,6 +97,25 @@ type GCOptions struct {
 	// Delay is how long after the start Run collects the first time;
 	// default DefaultGCDelay.
 	Delay time.Duration
+	// VolumeImages returns the references of the images the image
+	// volumes of the node's pods mount (see VolumeImageRefs); they count
+	// as in use. The runtime lists no container by them, and the
+	// reference is read from the pods so that it holds across restarts.
+	// Nil: none.
+	VolumeImages func() []string
+}
+
+// VolumeImageRefs returns the references of the image volumes of pods.
+func VolumeImageRefs(pods []*v1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		for _, v := range p.Spec.Volumes {
+			if v.Image != nil && v.Image.Reference != "" {
+				out = append(out, v.Image.Reference)
+			}
+		}
+	}
+	return out
 }
 
 // imageRecord is what GC knows of one image, by ID.
@@ -114,7 +133,7 @@ type imageRecord struct {
 // image a container (in any state, until removed) or a sandbox uses, the
 // runtime's sandbox image, a pinned image, one first seen less than
 // MinAge ago, nor one EnsureImage returned less than ensuredProtection
-// ago. It is safe for concurrent use; passes are serialized.
+// ago, nor one an image volume of a pod mounts. It is safe for concurrent use; passes are serialized.
 type GC struct {
 	opts  GCOptions
 	start time.Time
@@ -313,8 +332,12 @@ func (g *GC) detect(ctx context.Context, detectTime time.Time) (map[string]bool,
 		return nil, fmt.Errorf("list images in use: %w", err)
 	}
 	now := g.opts.Clock.Now()
+	used = append(used, g.recentlyEnsured(now)...)
+	if g.opts.VolumeImages != nil {
+		used = append(used, g.opts.VolumeImages()...)
+	}
 	refs := map[string]bool{}
-	for _, r := range append(used, g.recentlyEnsured(now)...) {
+	for _, r := range used {
 		for _, k := range refKeys(r) {
 			refs[k] = true
 		}

@@ -245,6 +245,9 @@ func (r reporter) pods(ctx context.Context) []doctor.Result {
 		if st, err := rt.StatusInfo(ctx); err == nil {
 			feat = podfields.FeaturesOf(st)
 		}
+		if v, err := rt.Version(ctx); err == nil {
+			feat.ImageVolumes = podfields.ImageVolumesOf(v)
+		}
 		if running, err = rt.ListPods(ctx); err != nil {
 			runtimeNote = fmt.Sprintf("listing the runtime's pods: %v", err)
 			running = nil

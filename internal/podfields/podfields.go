@@ -59,6 +59,9 @@ type Features struct {
 	// UserNamespaces: the default runtime handler runs pods in user
 	// namespaces (CRI RuntimeHandlerFeatures), for hostUsers: false.
 	UserNamespaces bool
+	// ImageVolumes: the runtime mounts OCI images as volumes (CRI
+	// Mount.image); read from its name and version (ImageVolumesOf).
+	ImageVolumes bool
 }
 
 // Field is one field of the pod API.

@@ -190,6 +190,18 @@ func TestCheck(t *testing.T) {
 			refusals: []string{"spec.hostUsers"}},
 		{name: "hostUsers false with user namespaces", feat: Features{UserNamespaces: true},
 			change: func(p *v1.Pod) { p.Spec.HostUsers = ptr.To(false) }},
+		{name: "image volume on a runtime that cannot mount images", change: func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{
+				{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+				{Name: "tools", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "registry.local/tools:1", PullPolicy: v1.PullIfNotPresent}}},
+			}
+		}, refusals: []string{"spec.volumes[tools].image"}},
+		{name: "image volume on a runtime that mounts images", feat: Features{ImageVolumes: true}, change: func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "tools", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "registry.local/tools:1"}}}}
+		}},
+		{name: "no image volume, runtime without image volumes", change: func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "cache", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+		}},
 		{name: "runtimeClassName", change: func(p *v1.Pod) { p.Spec.RuntimeClassName = ptr.To("gvisor") }},
 		{name: "resourceClaims", change: func(p *v1.Pod) {
 			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}}

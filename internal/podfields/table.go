@@ -29,7 +29,10 @@ var table = concat(
 
 func podSpec() []Field {
 	return []Field{
-		{Path: "spec.volumes", Support: Honoured, Note: "emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim and ephemeral (claims bound to local, hostPath or CSI persistent volumes of volumeMode Filesystem, or to local or CSI ones of volumeMode Block for volumeDevices) and csi (inline ephemeral); image volumes, Block claims of other kinds and any other source are a FailedMount event naming the kind, and the containers wait"},
+		{Path: "spec.volumes", Support: Honoured, Note: "emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim and ephemeral (claims bound to local, hostPath or CSI persistent volumes of volumeMode Filesystem, or to local or CSI ones of volumeMode Block for volumeDevices) and csi (inline ephemeral); Block claims of other kinds and any other source are a FailedMount event naming the kind, and the containers wait; image volumes are pulled with their pullPolicy and the pod's pull secrets (backoff and events as for container images) and mounted read-only by the runtime, subPath being a directory of the image, where the runtime can (spec.volumes[].image)"},
+		{Path: "spec.volumes[].image", Support: Refused,
+			Note: "image volumes need a runtime that mounts OCI images (containerd 2.1 or later, CRI-O 1.31 or later, read from its CRI version); an older runtime would ignore the image and give the container an empty directory",
+			Used: func(_ reflect.Value, f Features) bool { return !f.ImageVolumes }},
 		{Path: "spec.initContainers", Support: Honoured, Note: "in order, each to success; sidecars (restartPolicy: Always) keep running"},
 		{Path: "spec.containers", Support: Honoured},
 		{Path: "spec.ephemeralContainers", Support: Honoured, Note: "kubectl debug: started in the running pod, never restarted, reported in ephemeralContainerStatuses"},

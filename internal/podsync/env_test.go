@@ -27,9 +27,14 @@ type fakeVolumes struct {
 var errMissing = errors.New("missing")
 
 func (f *fakeVolumes) Prepare(context.Context, *v1.Pod) error { f.prepared++; return f.prepareErr }
-func (f *fakeVolumes) MountsWithEnv(_ context.Context, _ *v1.Pod, c *v1.Container, _ map[string]string) ([]*runtimeapi.Mount, error) {
+func (f *fakeVolumes) MountsWithEnv(_ context.Context, pod *v1.Pod, c *v1.Container, _ map[string]string) ([]*runtimeapi.Mount, error) {
 	var out []*runtimeapi.Mount
 	for _, m := range c.VolumeMounts {
+		if ref := imageVolumeRef(pod, m.Name); ref != "" { // as volume.Manager mounts an image volume
+			out = append(out, &runtimeapi.Mount{ContainerPath: m.MountPath, Readonly: true,
+				Image: &runtimeapi.ImageSpec{Image: ref, UserSpecifiedImage: ref}, ImageSubPath: m.SubPath})
+			continue
+		}
 		out = append(out, &runtimeapi.Mount{ContainerPath: m.MountPath, HostPath: "/vol/" + m.Name})
 	}
 	return out, nil

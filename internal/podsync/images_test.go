@@ -17,9 +17,10 @@ import (
 type fakeImages struct {
 	fake *fakecri.Server
 
-	mu     sync.Mutex
-	fail   map[string]error
-	forgot []types.UID
+	mu      sync.Mutex
+	fail    map[string]error
+	forgot  []types.UID
+	ensured []v1.Container
 }
 
 var _ ImageManager = (*fakeImages)(nil)
@@ -36,6 +37,7 @@ func (f *fakeImages) failWith(image string, err error) {
 func (f *fakeImages) EnsureImage(_ context.Context, _ *v1.Pod, c *v1.Container, _ *runtimeapi.PodSandboxConfig) (string, error) {
 	f.mu.Lock()
 	err := f.fail[c.Image]
+	f.ensured = append(f.ensured, *c)
 	f.mu.Unlock()
 	if err != nil {
 		return "", err

@@ -482,6 +482,10 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 	if err != nil {
 		return imageReason(err), err.Error(), err
 	}
+	volumeImages, err := s.ensureImageVolumes(ctx, pod, c, sbCfg)
+	if err != nil {
+		return imageReason(err), err.Error(), err
+	}
 	if st.backoffKey != "" {
 		s.crash.next(pod.UID, st.backoffKey, st.finishedAt)
 	}
@@ -493,6 +497,10 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 	if err != nil {
 		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Reason: ReasonCreateContainerConfigError, Message: "container not configured: " + err.Error()})
+		return ReasonCreateContainerConfigError, err.Error(), fmt.Errorf("configure container %s: %w", c.Name, err)
+	}
+	if err := resolveImageMounts(cfg.Mounts, volumeImages); err != nil {
+		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return ReasonCreateContainerConfigError, err.Error(), fmt.Errorf("configure container %s: %w", c.Name, err)
 	}
 	targetPIDNamespace(cfg, st.targetID)

@@ -46,6 +46,14 @@ func (m *Manager) MountsWithEnv(ctx context.Context, pod *v1.Pod, c *v1.Containe
 		if v == nil {
 			return nil, fmt.Errorf("cannot find volume %q to mount into container %q", vm.Name, c.Name)
 		}
+		if v.Image != nil {
+			mnt, err := m.imageMount(pod, c, vm, v, env)
+			if err != nil {
+				return nil, fmt.Errorf("volumeMount %q of container %q: %w", vm.Name, c.Name, err)
+			}
+			out = append(out, mnt)
+			continue
+		}
 		var (
 			hostPath string
 			readOnly bool
@@ -242,4 +250,47 @@ func (m *Manager) envFieldValue(pod *v1.Pod, path string) (string, error) {
 		return strings.Join(ips, ","), nil
 	}
 	return podFieldValue(pod, path)
+}
+
+// imageMount is the CRI mount of an image volume: the runtime mounts the
+// image (Image.UserSpecifiedImage is the volume's reference; the caller
+// that made the image present replaces Image.Image with the runtime's
+// reference) read-only, and the subPath, checked as any other, is the
+// directory of the image that is mounted (ImageSubPath), resolved by the
+// runtime inside the image.
+func (m *Manager) imageMount(pod *v1.Pod, c *v1.Container, vm *v1.VolumeMount, v *v1.Volume, env map[string]string) (*runtimeapi.Mount, error) {
+	subPath := vm.SubPath
+	if vm.SubPathExpr != "" {
+		if env == nil {
+			env = m.specEnv(pod, c)
+		}
+		var err error
+		subPath, err = expandSubPathExpr(vm.SubPathExpr, env)
+		if err != nil {
+			return nil, fmt.Errorf("subPathExpr %q: %w", vm.SubPathExpr, err)
+		}
+	}
+	if subPath != "" {
+		if err := validateSubPath(subPath); err != nil {
+			return nil, err
+		}
+	}
+	prop, err := propagation(vm, c)
+	if err != nil {
+		return nil, err
+	}
+	mnt := &runtimeapi.Mount{
+		ContainerPath: vm.MountPath,
+		Readonly:      true,
+		Propagation:   prop,
+		Image:         &runtimeapi.ImageSpec{Image: v.Image.Reference, UserSpecifiedImage: v.Image.Reference},
+		ImageSubPath:  subPath,
+	}
+	if vm.RecursiveReadOnly != nil && *vm.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
+		if prop != runtimeapi.MountPropagation_PROPAGATION_PRIVATE {
+			return nil, errors.New("recursiveReadOnly Enabled needs no mount propagation")
+		}
+		mnt.RecursiveReadOnly = true
+	}
+	return mnt, nil
 }

@@ -259,6 +259,13 @@ func (m *Manager) setUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) error {
 	case v.ConfigMap != nil, v.Secret != nil, v.DownwardAPI != nil, v.Projected != nil:
 		_, err := m.setUpContent(ctx, pod, v)
 		return err
+	case v.Image != nil:
+		// The runtime mounts the image (see imageMount); admission has
+		// refused the pod when the runtime cannot.
+		if v.Image.Reference == "" {
+			return errors.New("image volume without a reference")
+		}
+		return nil
 	}
 	return fmt.Errorf("volume type %s: %w", sourceName(&v.VolumeSource), ErrUnsupported)
 }

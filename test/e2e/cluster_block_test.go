@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -227,41 +223,7 @@ func TestClusterBlockLocal(t *testing.T) {
 // service and a PV of volumeMode Block for claim default/claim.
 func (d *csiDriver) provisionBlock(t *testing.T, claim string) (handle, pvName string) {
 	t.Helper()
-	conn, err := grpc.NewClient("unix://"+d.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := csipb.NewControllerClient(conn).CreateVolume(ctx, &csipb.CreateVolumeRequest{
-		Name:          "pvc-" + claim,
-		CapacityRange: &csipb.CapacityRange{RequiredBytes: 16 << 20},
-		VolumeCapabilities: []*csipb.VolumeCapability{{
-			AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
-			AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-		}},
-	}, grpc.WaitForReady(true))
-	if err != nil {
-		t.Fatalf("CreateVolume: %v", err)
-	}
-	handle = resp.GetVolume().GetVolumeId()
-	pvName = "pv-" + claim
-	block := v1.PersistentVolumeBlock
-	createObject(t, &v1.PersistentVolume{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
-		ObjectMeta: metav1.ObjectMeta{Name: pvName},
-		Spec: v1.PersistentVolumeSpec{
-			Capacity:                      v1.ResourceList{v1.ResourceStorage: resource.MustParse("16Mi")},
-			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain,
-			VolumeMode:                    &block,
-			ClaimRef:                      &v1.ObjectReference{Namespace: "default", Name: claim},
-			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
-				Driver: csiDriverName, VolumeHandle: handle, VolumeAttributes: resp.GetVolume().GetVolumeContext(),
-			}},
-		},
-	}, "pv", pvName)
+	handle, pvName = d.provisionVolume(t, claim, 16<<20, v1.PersistentVolumeBlock)
 	createModeClaim(t, claim, pvName, v1.PersistentVolumeBlock)
 	return handle, pvName
 }

@@ -274,6 +274,14 @@ func (d *csiDriver) provision(t *testing.T, claim string) (handle, pvName string
 // claim default/claim (which may not exist yet).
 func (d *csiDriver) provisionPV(t *testing.T, claim string) (handle, pvName string) {
 	t.Helper()
+	return d.provisionVolume(t, claim, 32<<20, v1.PersistentVolumeFilesystem)
+}
+
+// provisionVolume creates a volume of size bytes and volumeMode mode
+// through the driver's controller service, as an external provisioner
+// would, and its PersistentVolume, reserved for the claim default/claim.
+func (d *csiDriver) provisionVolume(t *testing.T, claim string, size int64, mode v1.PersistentVolumeMode) (handle, pvName string) {
+	t.Helper()
 	conn, err := grpc.NewClient("unix://"+d.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -281,13 +289,16 @@ func (d *csiDriver) provisionPV(t *testing.T, claim string) (handle, pvName stri
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	capability := &csipb.VolumeCapability{AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+	if mode == v1.PersistentVolumeBlock {
+		capability.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
+	} else {
+		capability.AccessType = &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{}}
+	}
 	resp, err := csipb.NewControllerClient(conn).CreateVolume(ctx, &csipb.CreateVolumeRequest{
-		Name:          "pvc-" + claim,
-		CapacityRange: &csipb.CapacityRange{RequiredBytes: 32 << 20},
-		VolumeCapabilities: []*csipb.VolumeCapability{{
-			AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{}},
-			AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-		}},
+		Name:               "pvc-" + claim,
+		CapacityRange:      &csipb.CapacityRange{RequiredBytes: size},
+		VolumeCapabilities: []*csipb.VolumeCapability{capability},
 	}, grpc.WaitForReady(true))
 	if err != nil {
 		t.Fatalf("CreateVolume: %v", err)
@@ -298,10 +309,11 @@ func (d *csiDriver) provisionPV(t *testing.T, claim string) (handle, pvName stri
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
 		ObjectMeta: metav1.ObjectMeta{Name: pvName},
 		Spec: v1.PersistentVolumeSpec{
-			Capacity:                      v1.ResourceList{v1.ResourceStorage: resource.MustParse("32Mi")},
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)},
 			AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
 			PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain,
 			StorageClassName:              "",
+			VolumeMode:                    &mode,
 			ClaimRef:                      &v1.ObjectReference{Namespace: "default", Name: claim},
 			PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{
 				Driver: csiDriverName, VolumeHandle: handle, VolumeAttributes: resp.GetVolume().GetVolumeContext(),

@@ -63,6 +63,7 @@ type result struct {
 	cpuStartMs, cpuDeleteMs          float64 // agent CPU per pod
 	runtimeStartMs, runtimeDeleteMs  float64 // containerd and its children per pod
 	rssWithPodsMiB                   float64
+	memWithPods                      memory
 	trace                            stepTimes // heartlet only
 	traceMissing                     int
 	apiPerMinWithPods, cpuPerMinPods float64
@@ -72,6 +73,7 @@ type result struct {
 type agentResult struct {
 	name                   string
 	rssIdleMiB             float64
+	memIdle                memory
 	apiPerMinIdle, cpuIdle float64 // per minute; cpu in ms
 	byN                    map[int]*result
 	version, leftoverPods  string
@@ -280,6 +282,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 	if rss, err := rssKiB(pid); err == nil {
 		res.rssIdleMiB = float64(rss) / 1024
 	}
+	res.memIdle = memorySnapshot(pid, name, o.profileDir, fmt.Sprintf("https://127.0.0.1:%d", port), filepath.Join(o.profileDir, name+"-idle"))
 	if o.idle > 0 {
 		res.apiPerMinIdle, res.cpuIdle, err = idleWindow(pid, metricsURL, o.idle)
 		if err != nil {
@@ -316,6 +319,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		if rss, err := rssKiB(pid); err == nil {
 			r.rssWithPodsMiB = float64(rss) / 1024
 		}
+		r.memWithPods = memorySnapshot(pid, name, o.profileDir, fmt.Sprintf("https://127.0.0.1:%d", port), filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-running", name, n)))
 		if o.idleWithPods > 0 {
 			r.apiPerMinWithPods, r.cpuPerMinPods, err = idleWindow(pid, metricsURL, o.idleWithPods)
 			if err != nil {
@@ -693,7 +697,8 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 	// missing stands for a pod count an agent did not finish: "–" in
 	// every row.
 	missing := &result{p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
-		runtimeStartMs: -1, runtimeDeleteMs: -1, rssWithPodsMiB: -1, apiPerMinWithPods: -1, cpuPerMinPods: -1}
+		runtimeStartMs: -1, runtimeDeleteMs: -1, rssWithPodsMiB: -1, apiPerMinWithPods: -1, cpuPerMinPods: -1,
+		memWithPods: memory{anonMiB: -1, fileMiB: -1}}
 	for _, n := range counts {
 		get := func(r *agentResult) *result {
 			if x := r.byN[n]; x != nil {
@@ -712,10 +717,14 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 		row(p+"containerd CPU per pod started", " ms", func(r *agentResult) float64 { return get(r).runtimeStartMs })
 		row(p+"containerd CPU per pod deleted", " ms", func(r *agentResult) float64 { return get(r).runtimeDeleteMs })
 		row(p+"RSS with the pods", " MiB", func(r *agentResult) float64 { return na(r, get(r).rssWithPodsMiB) })
+		row(p+"RSS with the pods: anonymous", " MiB", func(r *agentResult) float64 { return na(r, get(r).memWithPods.anonMiB) })
+		row(p+"RSS with the pods: file-backed", " MiB", func(r *agentResult) float64 { return na(r, get(r).memWithPods.fileMiB) })
 		row(p+"API requests per minute, pods running", "", func(r *agentResult) float64 { return na(r, get(r).apiPerMinWithPods) })
 		row(p+"agent CPU per minute, pods running", " ms", func(r *agentResult) float64 { return na(r, get(r).cpuPerMinPods) })
 	}
 	row("RSS idle", " MiB", func(r *agentResult) float64 { return na(r, r.rssIdleMiB) })
+	row("RSS idle: anonymous", " MiB", func(r *agentResult) float64 { return na(r, r.memIdle.anonMiB) })
+	row("RSS idle: file-backed", " MiB", func(r *agentResult) float64 { return na(r, r.memIdle.fileMiB) })
 	row("API requests per minute, idle", "", func(r *agentResult) float64 { return na(r, r.apiPerMinIdle) })
 	row("agent CPU per minute, idle", " ms", func(r *agentResult) float64 { return na(r, r.cpuIdle) })
 	fmt.Fprintln(w)
@@ -764,4 +773,66 @@ func parseCompare(agents, counts string) (compareOptions, error) {
 		o.counts = append(o.counts, n)
 	}
 	return o, nil
+}
+
+// memory is an agent's resident set split as the kernel counts it: anonymous
+// pages (heap, stacks, the Go runtime's own structures) and file-backed pages
+// (mostly the mapped binary's text and read-only data), in MiB; -1 when not
+// read.
+type memory struct{ anonMiB, fileMiB float64 }
+
+// memorySnapshot reads pid's RssAnon and RssFile (RssShmem counted as
+// anonymous). With a profile directory it also keeps, for the heartlet
+// agents, /proc/<pid>/smaps and the heap profile in text form (its tail is
+// the Go runtime's MemStats) as prefix-smaps.txt and prefix-heap.txt.
+func memorySnapshot(pid int, agent, profileDir, debugBase, prefix string) memory {
+	m := memory{anonMiB: -1, fileMiB: -1}
+	if kib, err := statusKiB(pid, "RssAnon:", "RssShmem:"); err == nil {
+		m.anonMiB = float64(kib) / 1024
+	}
+	if kib, err := statusKiB(pid, "RssFile:"); err == nil {
+		m.fileMiB = float64(kib) / 1024
+	}
+	if profileDir == "" || (agent != agentHeartlet && agent != agentBase) {
+		return m
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid)); err == nil {
+		if err := os.WriteFile(prefix+"-smaps.txt", b, 0o644); err != nil {
+			fmt.Printf("compare: %v\n", err)
+		}
+	}
+	fetch(debugBase+"/debug/pprof/heap?debug=1", prefix+"-heap.txt")
+	fetch(debugBase+"/debug/pprof/heap", prefix+"-heap.pprof")
+	return m
+}
+
+// statusKiB sums the named fields (e.g. "RssAnon:") of /proc/<pid>/status,
+// in KiB.
+func statusKiB(pid int, fields ...string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	found := 0
+	for line := range strings.SplitSeq(string(b), "\n") {
+		for _, name := range fields {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				f := strings.Fields(v)
+				if len(f) == 0 {
+					continue
+				}
+				n, err := strconv.ParseInt(f[0], 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("%s in /proc/%d/status: %w", name, pid, err)
+				}
+				sum += n
+				found++
+			}
+		}
+	}
+	if found != len(fields) {
+		return 0, fmt.Errorf("no %v in /proc/%d/status", fields, pid)
+	}
+	return sum, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -98,5 +99,47 @@ func TestTraceStarts(t *testing.T) {
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("step %d = %v, want %v", i, got[i], want[i])
 		}
+	}
+}
+
+func TestStatusKiB(t *testing.T) {
+	pid := os.Getpid()
+	for _, tc := range []struct {
+		name    string
+		fields  []string
+		wantErr bool
+	}{
+		{"anonymous", []string{"RssAnon:", "RssShmem:"}, false},
+		{"file-backed", []string{"RssFile:"}, false},
+		{"unknown field", []string{"RssNothing:"}, true},
+		{"one known, one unknown", []string{"RssAnon:", "RssNothing:"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kib, err := statusKiB(pid, tc.fields...)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("statusKiB(%v) = %d, want an error", tc.fields, kib)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kib <= 0 {
+				t.Errorf("statusKiB(%v) = %d KiB, want > 0 for a running test binary", tc.fields, kib)
+			}
+		})
+	}
+	total, err := rssKiB(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := statusKiB(pid, "RssAnon:", "RssShmem:", "RssFile:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// VmRSS is the sum of the three, read a moment apart.
+	if d := total - parts; d < -1024 || d > 1024 {
+		t.Errorf("VmRSS %d KiB, RssAnon+RssShmem+RssFile %d KiB: more than 1 MiB apart", total, parts)
 	}
 }

@@ -220,7 +220,24 @@ func newNodeInformer(kube kubernetes.Interface, name string) cache.SharedIndexIn
 			return kube.CoreV1().Nodes().Watch(ctx, o)
 		},
 	}
-	return cache.NewSharedIndexInformer(lw, &v1.Node{}, 0, cache.Indexers{})
+	inf := cache.NewSharedIndexInformer(lw, &v1.Node{}, 0, cache.Indexers{})
+	// SetTransform fails only once the informer has started.
+	_ = inf.SetTransform(dropManagedFields)
+	return inf
+}
+
+// dropManagedFields clears the managed fields of a Node on its way into
+// the informer's cache: heartlet never reads them, and every writer of the
+// Node adds to them. The Node is copied (shallowly), never changed in
+// place. Other objects pass through unchanged.
+func dropManagedFields(obj any) (any, error) {
+	n, ok := obj.(*v1.Node)
+	if !ok || n.ManagedFields == nil {
+		return obj, nil
+	}
+	c := *n
+	c.ManagedFields = nil
+	return &c, nil
 }
 
 // Run registers the Node when asked to, then keeps its status and Lease up

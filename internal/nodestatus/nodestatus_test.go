@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -744,5 +745,35 @@ func TestStatusDeclaresFeatures(t *testing.T) {
 	}
 	if want := []string{"InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers"}; !slices.Equal(n.Status.DeclaredFeatures, want) {
 		t.Errorf("declaredFeatures = %v, want %v", n.Status.DeclaredFeatures, want)
+	}
+}
+
+// The node informer's transform drops the managed fields of the Node and
+// leaves the rest, and anything else, as it was.
+func TestDropManagedFields(t *testing.T) {
+	node := func(mf []metav1.ManagedFieldsEntry) *v1.Node {
+		return &v1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "b"}, ManagedFields: mf},
+			Status:     v1.NodeStatus{Images: []v1.ContainerImage{{Names: []string{"busybox"}}}},
+		}
+	}
+	mf := []metav1.ManagedFieldsEntry{{Manager: "heartlet", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"}}
+	for _, tc := range []struct {
+		name     string
+		in, want any
+	}{
+		{"node with managed fields", node(mf), node(nil)},
+		{"node without", node(nil), node(nil)},
+		{"other object", &v1.Pod{ObjectMeta: metav1.ObjectMeta{ManagedFields: mf}}, &v1.Pod{ObjectMeta: metav1.ObjectMeta{ManagedFields: mf}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := dropManagedFields(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("dropManagedFields = %#v, want %#v", got, tc.want)
+			}
+		})
 	}
 }

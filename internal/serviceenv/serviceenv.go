@@ -19,10 +19,13 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	kuberuntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
@@ -51,20 +54,56 @@ type Env struct {
 }
 
 // New returns an Env fed by an informer on every Service of the cluster;
-// it has no side effects, Run starts the informer.
+// it has no side effects, Run starts the informer. The informer keeps of
+// each Service only what the variables are made of (see Slim): a cluster
+// has many Services, and their annotations and managed fields would
+// otherwise stay in memory for nothing.
 func New(client kubernetes.Interface) *Env {
-	f := informers.NewSharedInformerFactoryWithOptions(client, 0)
-	inf := f.Core().V1().Services()
-	informer := inf.Informer()
-	return &Env{
-		lister: inf.Lister(),
-		synced: informer.HasSynced,
-		run: func(ctx context.Context) {
-			f.Start(ctx.Done())
-			<-ctx.Done()
-			f.Shutdown()
+	services := client.CoreV1().Services(metav1.NamespaceAll)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kuberuntime.Object, error) {
+			return services.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return services.Watch(ctx, o)
 		},
 	}
+	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &v1.Service{}, cache.SharedIndexInformerOptions{
+		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+	})
+	// SetTransform fails only once the informer has started.
+	_ = informer.SetTransform(Slim)
+	return &Env{
+		lister: corelisters.NewServiceLister(informer.GetIndexer()),
+		synced: informer.HasSynced,
+		run:    informer.RunWithContext,
+	}
+}
+
+// Slim is the informer's transform: of a Service (or a tombstone of one)
+// it keeps the name, namespace, UID and resource version, and the cluster
+// IPs, type and ports; anything else (a tombstone, whose Service went
+// through Slim already) is passed through unchanged.
+func Slim(obj any) (any, error) {
+	s, ok := obj.(*v1.Service)
+	if !ok {
+		return obj, nil
+	}
+	return &v1.Service{
+		TypeMeta: s.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            s.Name,
+			Namespace:       s.Namespace,
+			UID:             s.UID,
+			ResourceVersion: s.ResourceVersion,
+		},
+		Spec: v1.ServiceSpec{
+			ClusterIP:  s.Spec.ClusterIP,
+			ClusterIPs: s.Spec.ClusterIPs,
+			Ports:      s.Spec.Ports,
+			Type:       s.Spec.Type,
+		},
+	}, nil
 }
 
 // NewFromLister returns an Env reading lister, synced once synced says so

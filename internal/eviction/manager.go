@@ -178,8 +178,12 @@ func (m *Manager) Run(ctx context.Context) error {
 			d = waitInterval
 		}
 		followUp = false
+		// A timer stopped when a notification wins: no stale timer lingers
+		// until its interval ends.
+		t := m.opts.Clock.NewTimer(d)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-notified:
 			logger.V(2).Info("Eviction manager: memory threshold crossed")
@@ -187,8 +191,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-allocNotified:
 			logger.V(2).Info("Eviction manager: allocatable memory threshold crossed")
 			followUp = true
-		case <-m.opts.Clock.After(d):
+		case <-t.C():
 		}
+		t.Stop()
 	}
 }
 

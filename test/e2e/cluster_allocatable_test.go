@@ -27,7 +27,7 @@ func nodeEvents(reason string) ([]v1.Event, error) {
 // [pods] and systemReserved leaving the pods 3 GiB, the kubepods cgroup
 // is limited to 3 GiB and the node gets NodeAllocatableEnforced; two
 // BestEffort pods filling memory-backed emptyDirs (1500 and 1400 MiB,
-// each within allocatable, together past it) bring the pods within the
+// each within allocatable, together past it, the larger first) bring the pods within the
 // hard memory.available threshold (300Mi) of their limit while the node
 // as a whole has gigabytes free: the larger is evicted through
 // allocatableMemory.available (Failed, Evicted, upstream's message,
@@ -65,9 +65,18 @@ systemReserved:
 		return false, fmt.Sprintf("%d events", len(evs))
 	})
 
+	// The larger pod fills its memory first, so that it is the larger one
+	// whenever the threshold is crossed.
 	big, small := memoryHog("alloc-hog-big", 1500), memoryHog("alloc-hog-small", 1400)
-	createPod(t, small)
 	createPod(t, big)
+	waitFor(t, time.Minute, big.Name+" has filled its memory", func() (bool, string) {
+		out, err := kubectl("logs", "-n", "default", big.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(out, "1500+0 records out"), out
+	})
+	createPod(t, small)
 	waitMemoryEvicted(t, h, big.Name, "300Mi")
 	mfs := families(t, scrape(t, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", h.roPort)))
 	if v, ok := sample(mfs, "kubelet_evictions", "eviction_signal", "allocatableMemory.available"); !ok || v != 1 {

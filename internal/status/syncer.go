@@ -31,8 +31,14 @@ const (
 	// DefaultBatchPeriod is the shortest time between two rounds of status
 	// writes started by changes: a change after a quiet period is sent at
 	// once, and changes that arrive within the period after a round are
-	// sent together at its end.
-	DefaultBatchPeriod = time.Second
+	// sent together at its end. Short, as a pod's Running (a container
+	// just started) waits for it when the pod's previous state was written
+	// just before; long enough that a burst of pods is written in a few
+	// rounds.
+	DefaultBatchPeriod = 100 * time.Millisecond
+	// retryBase is the wait before the first retry of a failed write,
+	// doubled per consecutive failure.
+	retryBase = time.Second
 	// DefaultResyncPeriod is the period of the full reconcile, which also
 	// retries failed writes and checks pods that may be deleted.
 	DefaultResyncPeriod = 10 * time.Second
@@ -485,12 +491,12 @@ func (s *Syncer) forget(pod *v1.Pod, rec *record, deleting bool) {
 }
 
 // backoff counts a failure and returns the wait before the next attempt:
-// the batch period, doubled per consecutive failure, at most a minute; at
+// retryBase, doubled per consecutive failure, at most a minute; at
 // most the resync period while the API server is unreachable, as that is
 // no answer about the pod and the first success retries every pod.
 func (s *Syncer) backoff(rec *record) time.Duration {
 	rec.failures++
-	d := s.batch
+	d := retryBase
 	for i := 1; i < rec.failures && d < maxRetryBackoff; i++ {
 		d *= 2
 	}

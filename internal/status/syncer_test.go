@@ -408,7 +408,7 @@ func TestSyncerAPIErrors(t *testing.T) {
 			if acts := e.round(t, false); len(acts) != 0 {
 				t.Errorf("second round: %v, want no call", verbs(acts))
 			}
-			e.clk.Step(2 * DefaultBatchPeriod)
+			e.clk.Step(2 * retryBase)
 			st := runningStatus(t0)
 			st.ContainerStatuses[0].RestartCount = 1
 			e.m.SetPodStatus(pod, st)
@@ -619,7 +619,7 @@ func TestSyncerDeleteErrors(t *testing.T) {
 				t.Errorf("pod in Manager = %v, want %v", ok, !tt.wantRemoved)
 			}
 			if !tt.wantRemoved {
-				e.clk.Step(2 * DefaultBatchPeriod)
+				e.clk.Step(2 * retryBase)
 				if n := countVerb(e.round(t, false), "delete"); n != 1 {
 					t.Errorf("retry deletes = %d, want 1", n)
 				}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podspec"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -189,6 +190,56 @@ func (m *Manager) Pods() []*v1.Pod {
 		return a.UID < b.UID
 	})
 	return out
+}
+
+// podRef is what a syncer round reads of every pod to decide whether it
+// has work for it, without copying the pod or its status.
+type podRef struct {
+	uid             types.UID
+	namespace, name string
+	version         uint64
+	// deleting: the pod as last set carries a deletion timestamp.
+	deleting bool
+	// static: a static pod, whose status goes to a mirror pod that may
+	// have been replaced.
+	static bool
+}
+
+// refs returns a podRef of every known pod, sorted by namespace, name and
+// UID.
+func (m *Manager) refs() []podRef {
+	m.mu.RLock()
+	out := make([]podRef, 0, len(m.pods))
+	for uid, e := range m.pods {
+		out = append(out, podRef{uid: uid, namespace: e.pod.Namespace, name: e.pod.Name, version: e.version,
+			deleting: e.pod.DeletionTimestamp != nil, static: podconfig.IsStatic(e.pod)})
+	}
+	m.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.namespace != b.namespace {
+			return a.namespace < b.namespace
+		}
+		if a.name != b.name {
+			return a.name < b.name
+		}
+		return a.uid < b.uid
+	})
+	return out
+}
+
+// podWithStatus returns a deep copy of the pod with its status set, the
+// status again on its own, and the status's version.
+func (m *Manager) podWithStatus(uid types.UID) (*v1.Pod, v1.PodStatus, uint64, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e, ok := m.pods[uid]
+	if !ok {
+		return nil, v1.PodStatus{}, 0, false
+	}
+	p := e.pod.DeepCopy()
+	p.Status = *e.status.DeepCopy()
+	return p, *e.status.DeepCopy(), e.version, true
 }
 
 // Subscribe returns a channel that receives a value after any pod's status

@@ -262,9 +262,12 @@ func (s *Syncer) syncRound(ctx context.Context, full bool) time.Time {
 		rec         *record
 	}
 	var jobs []job
-	for _, pod := range s.m.Pods() {
-		seen[pod.UID] = true
-		st, version, ok := s.m.GetVersionedPodStatus(pod.UID)
+	for _, ref := range s.m.refs() {
+		seen[ref.uid] = true
+		if !full && !s.mayHaveWork(ref) {
+			continue
+		}
+		pod, st, version, ok := s.m.podWithStatus(ref.uid)
 		if !ok {
 			continue
 		}
@@ -313,6 +316,31 @@ func (s *Syncer) syncRound(ctx context.Context, full bool) time.Time {
 		return time.Time{}
 	}
 	return retry
+}
+
+// mayHaveWork tells, from what a round reads of every pod, whether
+// syncPod may have something to do for it outside a full round: a status
+// not yet written (or a pod without a record), a retry, or a deletion to
+// check; static pods always, as their mirror pod may have been replaced.
+// It reads no copy of the pod, so that a round started by one pod's
+// change costs little for the others.
+func (s *Syncer) mayHaveWork(ref podRef) bool {
+	rec := s.records[ref.uid]
+	if rec == nil || ref.version > rec.version || rec.failures > 0 || ref.static {
+		return true
+	}
+	if s.opts.CanDelete == nil {
+		return false
+	}
+	if ref.deleting {
+		return true
+	}
+	if s.opts.GetPod != nil {
+		if p, ok := s.opts.GetPod(ref.namespace, ref.name); ok && p.UID == ref.uid && p.DeletionTimestamp != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // recordFor returns the API object the pod's status goes to (its mirror

@@ -336,7 +336,7 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 		{Name: "pleg", Check: c.pleg.Healthy},
 		{Name: "runtime", Check: c.pleg.RuntimeHealthy},
 	}
-	statsHandlers := newStats(a.opts, rt, a.clock)
+	statsHandlers := newStats(a.opts, rt, a.clock, c.csiVolumeStats)
 	c.nodePage = a.newNodePage(c, statsHandlers.Summary)
 	c.summary = statsHandlers.Summary
 	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
@@ -622,6 +622,7 @@ func (c *components) run(ctx context.Context) error {
 	}
 	g.Go(func() error { return c.volumes.Run(ctx) })
 	g.Go(func() error { return c.pluginWatcher.Run(ctx) })
+	g.Go(func() error { return c.csiVolumes.RunStats(ctx) })
 	g.Go(func() error { return c.rotation.Run(ctx) })
 	if c.apiPods != nil {
 		g.Go(func() error { return c.node.Run(ctx) })

@@ -20,7 +20,8 @@ import (
 // API: claims and CSI volumes fail with volume.ErrNoAPI, and drivers
 // register without publishing node information.
 func (a *Agent) buildVolumePlugins(c *components, cl *kubeclient.Client, getter volume.Getter) []volume.Plugin {
-	opts := csi.PublisherOptions{RootDir: a.opts.RootDir, NodeName: a.opts.NodeName}
+	opts := csi.PublisherOptions{RootDir: a.opts.RootDir, NodeName: a.opts.NodeName,
+		StatsPeriod: a.opts.Config.VolumeStatsAggPeriod.Duration, Clock: a.clock}
 	var (
 		info     csi.NodeInfoPublisher
 		pvGetter pvc.Getter

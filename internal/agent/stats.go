@@ -1,17 +1,22 @@
 package agent
 
 import (
+	"k8s.io/apimachinery/pkg/types"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/server"
 	"github.com/heartlet/heartlet/internal/stats"
 )
 
 // newStats builds the stats provider and its endpoints: /stats/summary,
-// /metrics/resource and /metrics/cadvisor.
-func newStats(opts *config.Options, rt stats.Runtime, clk clock.PassiveClock) server.StatsHandlers {
+// /metrics/resource and /metrics/cadvisor, and registers the volume
+// metrics on /metrics. volumes gives the stats of CSI volumes.
+func newStats(opts *config.Options, rt stats.Runtime, clk clock.PassiveClock, volumes stats.VolumeStatsFunc) server.StatsHandlers {
 	p := stats.New(stats.Options{
+		Volumes:    volumes,
 		NodeName:   opts.NodeName,
 		Runtime:    rt,
 		RootDir:    opts.RootDir,
@@ -22,9 +27,20 @@ func newStats(opts *config.Options, rt stats.Runtime, clk clock.PassiveClock) se
 		CgroupDriver: opts.Config.CgroupDriver,
 		Clock:        clk,
 	})
+	metrics.SetVolumeStats(p.VolumeMetrics())
 	return server.StatsHandlers{
 		Summary:         p,
 		ResourceMetrics: p.ResourceMetricsHandler(),
 		CadvisorMetrics: p.CadvisorMetricsHandler(),
 	}
+}
+
+// csiVolumeStats are the stats of the pod's CSI volumes. The publisher is
+// built with the workers, after the servers; stats are read only once the
+// agent runs.
+func (c *components) csiVolumeStats(uid types.UID) []statsapi.VolumeStats {
+	if c.csiVolumes == nil {
+		return nil
+	}
+	return c.csiVolumes.PodVolumeStats(uid)
 }

@@ -81,7 +81,7 @@ var Fields = []FieldSupport{
 	{"imageMaximumGCAge", Honoured, "an image unused this long is removed whatever the disk usage (0: never)"},
 	{"imageGCHighThresholdPercent", Honoured, "image filesystem usage at which least recently used images are removed (every 5 min); 100 turns it off"},
 	{"imageGCLowThresholdPercent", Honoured, "image filesystem usage image garbage collection brings the disk down to"},
-	{"volumeStatsAggPeriod", NotYet, "volume usage is measured when stats are read, not on this period"},
+	{"volumeStatsAggPeriod", NotYet, "CSI volumes' stats are read from their drivers on this period; other volumes' usage is measured when stats are read, cached 10 s"},
 	{"kubeletCgroups", NotYet, "heartlet does not move itself into a cgroup"},
 	{"systemCgroups", NotYet, "system processes are not moved into a cgroup"},
 	{"cgroupRoot", Honoured, "the kubepods hierarchy is created under it; / only with the systemd driver"},

@@ -39,8 +39,13 @@ type nodeServer struct {
 	csipb.UnimplementedNodeServer
 	stage      bool
 	mountGroup bool
-	stageErr   error
-	publishErr error
+	// volumeStats: GET_VOLUME_STATS, answered with statsUsed bytes used
+	// of 1 GiB, or statsErr.
+	volumeStats bool
+	statsUsed   int64
+	statsErr    error
+	stageErr    error
+	publishErr  error
 
 	mu    sync.Mutex
 	calls []string
@@ -80,7 +85,24 @@ func (s *nodeServer) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabili
 	if s.mountGroup {
 		add(csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
 	}
+	if s.volumeStats {
+		add(csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS)
+	}
 	return resp, nil
+}
+
+func (s *nodeServer) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
+	s.record("stats "+r.VolumeId+" "+r.VolumePath+" "+r.StagingTargetPath, r)
+	s.mu.Lock()
+	used, err := s.statsUsed, s.statsErr
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return &csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{
+		{Unit: csipb.VolumeUsage_BYTES, Total: 1 << 30, Used: used, Available: 1<<30 - used},
+		{Unit: csipb.VolumeUsage_INODES, Total: 1000, Used: 10, Available: 990},
+	}}, nil
 }
 
 func (s *nodeServer) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {

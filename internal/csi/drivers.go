@@ -89,6 +89,8 @@ type driver struct {
 	stage    bool // STAGE_UNSTAGE_VOLUME
 	// mountGroup: VOLUME_MOUNT_GROUP, the driver applies the pod's fsGroup.
 	mountGroup bool
+	// volumeStats: GET_VOLUME_STATS, the driver measures its volumes.
+	volumeStats bool
 }
 
 // Drivers is the set of registered CSI drivers; it implements
@@ -173,6 +175,8 @@ func (d *Drivers) probe(ctx context.Context, name, endpoint string, client csipb
 			drv.stage = true
 		case csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP:
 			drv.mountGroup = true
+		case csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS:
+			drv.volumeStats = true
 		}
 	}
 	if d.info != nil {

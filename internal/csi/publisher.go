@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -23,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/volume"
@@ -80,6 +83,11 @@ type PublisherOptions struct {
 	Kube kubernetes.Interface
 	// Tokens requests tokens for tokenRequests; nil refuses such drivers.
 	Tokens TokenRequester
+	// StatsPeriod is how often RunStats reads the volumes' stats from
+	// their drivers (volumeStatsAggPeriod); zero or negative: never.
+	StatsPeriod time.Duration
+	// Clock paces RunStats and stamps the stats; default the real clock.
+	Clock clock.WithTicker
 }
 
 // Publisher stages and publishes CSI volumes for pods; it is the
@@ -92,13 +100,24 @@ type Publisher struct {
 	mu        sync.Mutex
 	staged    map[string]bool    // driver/handle
 	published map[string]volData // uid/name
+	// reportedAs are the pod volumes the filesystem publications are
+	// reported under in stats (stats.go), by uid/name.
+	reportedAs map[string]podVolume
+
+	statsMu sync.Mutex
+	stats   map[string]*statsapi.VolumeStats // uid/name; RunStats's last read
+	// afterStats, if set, is called after every read of the stats (tests).
+	afterStats func()
 }
 
 var _ volume.Plugin = (*Publisher)(nil)
 
 // NewPublisher returns a Publisher; it has no side effects.
 func NewPublisher(opts PublisherOptions) *Publisher {
-	return &Publisher{opts: opts, staged: map[string]bool{}, published: map[string]volData{}}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Publisher{opts: opts, staged: map[string]bool{}, published: map[string]volData{}, reportedAs: map[string]podVolume{}}
 }
 
 // volData is upstream's vol_data.json.
@@ -162,6 +181,7 @@ func (p *Publisher) SetUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) (volum
 	}
 	src := v.CSI
 	if m, ok := p.alreadyPublished(pod, v.Name, src.ReadOnly != nil && *src.ReadOnly); ok {
+		p.remember(pod, v.Name, v)
 		return m, nil
 	}
 	if _, err := p.opts.Drivers.get(src.Driver); err != nil {
@@ -185,24 +205,33 @@ func (p *Publisher) SetUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) (volum
 	if src.NodePublishSecretRef != nil {
 		req.publishRef = &v1.SecretReference{Namespace: pod.Namespace, Name: src.NodePublishSecretRef.Name}
 	}
-	return p.publish(ctx, pod, cd, req)
+	m, err := p.publish(ctx, pod, cd, req)
+	if err == nil {
+		p.remember(pod, v.Name, v)
+	}
+	return m, err
 }
 
 // SetUpPersistent implements pvc.CSIPublisher: waits for the attachment
 // when the driver needs one, stages the volume once per node when the
 // driver stages, and publishes it for the pod.
-func (p *Publisher) SetUpPersistent(ctx context.Context, pod *v1.Pod, _ *v1.Volume, pv *v1.PersistentVolume, readOnly bool) (volume.Mounted, error) {
+func (p *Publisher) SetUpPersistent(ctx context.Context, pod *v1.Pod, v *v1.Volume, pv *v1.PersistentVolume, readOnly bool) (volume.Mounted, error) {
 	if err := p.needAPI(pod); err != nil {
 		return volume.Mounted{}, err
 	}
 	if m, ok := p.alreadyPublished(pod, pv.Name, readOnly); ok {
+		p.remember(pod, pv.Name, v)
 		return m, nil
 	}
 	req, cd, err := p.persistentRequest(ctx, pv, readOnly)
 	if err != nil {
 		return volume.Mounted{}, err
 	}
-	return p.publish(ctx, pod, cd, req)
+	m, err := p.publish(ctx, pod, cd, req)
+	if err == nil {
+		p.remember(pod, pv.Name, v)
+	}
+	return m, err
 }
 
 // persistentRequest is the publication of a CSI persistent volume: its
@@ -651,6 +680,7 @@ func (p *Publisher) unpublish(ctx context.Context, uid types.UID, name string, d
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	delete(p.published, string(uid)+"/"+name)
+	delete(p.reportedAs, string(uid)+"/"+name)
 	klog.FromContext(ctx).V(2).Info("CSI volume unpublished", "podUID", uid, "volume", name, "driver", d.DriverName)
 	return nil
 }

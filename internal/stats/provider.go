@@ -88,7 +88,26 @@ type Options struct {
 	// directory's usage is; defaults DefaultCacheTTL and DefaultDiskTTL.
 	CacheTTL time.Duration
 	DiskTTL  time.Duration
+	// Volumes reports the stats of the pod volumes the provider does not
+	// measure itself (those measured by their CSI drivers); nil: none.
+	Volumes VolumeStatser
 }
+
+// VolumeStatser gives the stats of a pod's volumes measured elsewhere.
+//
+// Contract: PodVolumeStats returns, without blocking on a driver or the
+// disk, the last stats known for the pod's volumes, each named by the
+// pod's volume name and carrying its claim for volumes from claims; none
+// of them is one the provider measures below the pod's volume directories.
+type VolumeStatser interface {
+	PodVolumeStats(uid types.UID) []statsapi.VolumeStats
+}
+
+// VolumeStatsFunc is a function that is a VolumeStatser.
+type VolumeStatsFunc func(uid types.UID) []statsapi.VolumeStats
+
+// PodVolumeStats implements VolumeStatser.
+func (f VolumeStatsFunc) PodVolumeStats(uid types.UID) []statsapi.VolumeStats { return f(uid) }
 
 // Provider collects stats. It is safe for concurrent use.
 type Provider struct {
@@ -633,6 +652,9 @@ func (p *Provider) volumeStats(ctx context.Context, rp *runtime.PodStatus) ([]st
 				diskInodes += u.inodes
 			}
 		}
+	}
+	if p.opts.Volumes != nil {
+		out = append(out, p.opts.Volumes.PodVolumeStats(rp.UID)...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, diskBytes, diskInodes

@@ -54,6 +54,7 @@ import (
 	"github.com/heartlet/heartlet/internal/podsync"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/probe"
+	"github.com/heartlet/heartlet/internal/pvc"
 	"github.com/heartlet/heartlet/internal/resize"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
@@ -164,6 +165,7 @@ type components struct {
 	// volumes (see csi.go).
 	pluginWatcher *pluginwatcher.Watcher
 	csiVolumes    *csi.Publisher
+	claimVolumes  *pvc.Plugin // local PVs' stats
 	// closers run when Run returns, last first.
 	closers []func()
 }
@@ -336,7 +338,7 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 		{Name: "pleg", Check: c.pleg.Healthy},
 		{Name: "runtime", Check: c.pleg.RuntimeHealthy},
 	}
-	statsHandlers := newStats(a.opts, rt, a.clock, c.csiVolumeStats)
+	statsHandlers := newStats(a.opts, rt, a.clock, c.claimVolumeStats)
 	c.nodePage = a.newNodePage(c, statsHandlers.Summary)
 	c.summary = statsHandlers.Summary
 	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {

@@ -42,7 +42,9 @@ func (a *Agent) buildVolumePlugins(c *components, cl *kubeclient.Client, getter 
 		Handlers: map[string]pluginwatcher.Handler{registerapi.CSIPlugin: drivers},
 		Clock:    a.clock,
 	})
-	return []volume.Plugin{pvc.New(pvGetter, pub, pvc.WithRootDir(a.opts.RootDir)), pub}
+	claims := pvc.New(pvGetter, pub, pvc.WithRootDir(a.opts.RootDir))
+	c.claimVolumes = claims
+	return []volume.Plugin{claims, pub}
 }
 
 // volumesInUse is the node status's volumesInUse: the CSI volumes

@@ -13,7 +13,8 @@ import (
 
 // newStats builds the stats provider and its endpoints: /stats/summary,
 // /metrics/resource and /metrics/cadvisor, and registers the volume
-// metrics on /metrics. volumes gives the stats of CSI volumes.
+// metrics on /metrics. volumes gives the stats of CSI volumes and local
+// PVs.
 func newStats(opts *config.Options, rt stats.Runtime, clk clock.PassiveClock, volumes stats.VolumeStatsFunc) server.StatsHandlers {
 	p := stats.New(stats.Options{
 		Volumes:    volumes,
@@ -35,12 +36,16 @@ func newStats(opts *config.Options, rt stats.Runtime, clk clock.PassiveClock, vo
 	}
 }
 
-// csiVolumeStats are the stats of the pod's CSI volumes. The publisher is
-// built with the workers, after the servers; stats are read only once the
-// agent runs.
-func (c *components) csiVolumeStats(uid types.UID) []statsapi.VolumeStats {
-	if c.csiVolumes == nil {
-		return nil
+// claimVolumeStats are the stats of the pod's CSI volumes and local PVs.
+// Their plugins are built with the workers, after the servers; stats are
+// read only once the agent runs.
+func (c *components) claimVolumeStats(uid types.UID) []statsapi.VolumeStats {
+	var out []statsapi.VolumeStats
+	if c.csiVolumes != nil {
+		out = append(out, c.csiVolumes.PodVolumeStats(uid)...)
 	}
-	return c.csiVolumes.PodVolumeStats(uid)
+	if c.claimVolumes != nil {
+		out = append(out, c.claimVolumes.PodVolumeStats(uid)...)
+	}
+	return out
 }

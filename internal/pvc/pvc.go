@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/volume"
@@ -73,6 +75,10 @@ type Plugin struct {
 	getter  Getter
 	csi     CSIPublisher
 	rootDir string
+	clock   clock.PassiveClock
+
+	mu    sync.Mutex
+	local map[types.UID][]localVolume // by pod; stats.go
 }
 
 // Option configures a Plugin.
@@ -87,7 +93,7 @@ var _ volume.Plugin = (*Plugin)(nil)
 // New returns the plugin. A nil getter (standalone mode) fails every
 // claim with volume.ErrNoAPI; a nil csi refuses CSI volumes.
 func New(getter Getter, csi CSIPublisher, opts ...Option) *Plugin {
-	p := &Plugin{getter: getter, csi: csi}
+	p := &Plugin{getter: getter, csi: csi, clock: clock.RealClock{}, local: map[types.UID][]localVolume{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -174,6 +180,7 @@ func (p *Plugin) SetUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) (volume.M
 		if _, err := os.Stat(src.Local.Path); err != nil {
 			return volume.Mounted{}, fmt.Errorf("local persistentvolume %q: path %s: %w", pv.Name, src.Local.Path, err)
 		}
+		p.rememberLocal(pod, v, src.Local.Path)
 		return volume.Mounted{HostPath: src.Local.Path, ReadOnly: readOnly, Ownership: true}, nil
 	case src.HostPath != nil:
 		if err := volume.CheckHostPath(src.HostPath); err != nil {
@@ -214,9 +221,12 @@ func (p *Plugin) checkAffinity(ctx context.Context, pv *v1.PersistentVolume) err
 func (p *Plugin) Reconstruct(context.Context, *v1.Pod) error { return nil }
 
 // TearDown implements volume.Plugin: nothing is mounted for local and
-// hostPath volumes; what upstream's kubelet held for a local raw block
+// hostPath volumes (their stats go); what upstream's kubelet held for a local raw block
 // volume is released (block.go).
 func (p *Plugin) TearDown(ctx context.Context, uid types.UID) error {
+	p.mu.Lock()
+	delete(p.local, uid)
+	p.mu.Unlock()
 	return p.tearDownBlock(ctx, uid)
 }
 

@@ -535,6 +535,24 @@ func TestClusterLocalPV(t *testing.T) {
 	if st := fi.Sys().(*syscall.Stat_t); int64(st.Gid) != fsGroup {
 		t.Errorf("local volume group %d, want fsGroup %d", st.Gid, fsGroup)
 	}
+	// Its stats: statfs of the path, under the claim, as upstream.
+	waitFor(t, 30*time.Second, "the local volume's stats in the summary", func() (bool, string) {
+		s, err := getSummary(t, "")
+		if err != nil {
+			return false, err.Error()
+		}
+		ps := summaryPod(s, "local-pv")
+		if ps == nil {
+			return false, "pod not in the summary"
+		}
+		for _, v := range ps.VolumeStats {
+			if v.Name == "data" {
+				ok := v.PVCRef != nil && v.PVCRef.Name == "local-here" && v.CapacityBytes != nil && *v.CapacityBytes > 0 && v.InodesUsed != nil
+				return ok, fmt.Sprintf("%+v pvcRef %+v", v.FsStats, v.PVCRef)
+			}
+		}
+		return false, fmt.Sprintf("volumes %+v", ps.VolumeStats)
+	})
 
 	createObject(t, localPV("e2e-local-there", "another-node"), "pv", "e2e-local-there")
 	createClaim(t, "local-there", "e2e-local-there", &empty)

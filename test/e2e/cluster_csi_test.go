@@ -81,33 +81,7 @@ func startCSIDriverWith(t *testing.T, h *heartlet, attach bool) *csiDriver {
 	logDir := t.TempDir()
 	d := &csiDriver{socket: filepath.Join(sockDir, "csi.sock"), recordPath: filepath.Join(logDir, "calls.jsonl")}
 
-	start := func(name, bin string, args ...string) {
-		logFile, err := os.Create(filepath.Join(logDir, name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", name, err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-			}
-			_ = logFile.Close()
-			if t.Failed() {
-				b, _ := os.ReadFile(logFile.Name())
-				t.Logf("%s log:\n%s", name, b)
-			}
-		})
-	}
+	start := func(name, bin string, args ...string) { startLogged(t, logDir, name, bin, args...) }
 	// Cleanups run last first: the driver's teardown after the driver.
 	t.Cleanup(func() {
 		if out, err := exec.Command(driverBin, "--teardown", "--state-dir", stateDir).CombinedOutput(); err != nil {
@@ -148,10 +122,49 @@ func startCSIDriverWith(t *testing.T, h *heartlet, attach bool) *csiDriver {
 	return d
 }
 
+// startLogged starts bin with args, its output in logDir/name.log (shown
+// when the test fails); it is stopped (SIGTERM, then SIGKILL after 20 s)
+// when the test ends.
+func startLogged(t *testing.T, logDir, name, bin string, args ...string) {
+	t.Helper()
+	logFile, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile.Name())
+			t.Logf("%s log:\n%s", name, b)
+		}
+	})
+}
+
 // runController runs the test provisioner, attacher and resizer of
 // test/csi/controller for the driver until the test ends, and creates the
 // driver's StorageClass, named after the driver.
 func (d *csiDriver) runController(t *testing.T) {
+	t.Helper()
+	runCSIController(t, d.socket, csiDriverName)
+}
+
+// runCSIController is runController for the driver named driverName
+// serving CSI on socket.
+func runCSIController(t *testing.T, socket, driverName string) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", adminKubeconfig)
 	if err != nil {
@@ -161,14 +174,14 @@ func (d *csiDriver) runController(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := controller.Dial(d.socket)
+	conn, err := controller.Dial(socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- controller.Run(ctx, controller.Config{Client: cs, CSI: conn, DriverName: csiDriverName})
+		done <- controller.Run(ctx, controller.Config{Client: cs, CSI: conn, DriverName: driverName})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -180,10 +193,10 @@ func (d *csiDriver) runController(t *testing.T) {
 	del := v1.PersistentVolumeReclaimDelete
 	createObject(t, &storagev1.StorageClass{
 		TypeMeta:      metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
-		ObjectMeta:    metav1.ObjectMeta{Name: csiDriverName},
-		Provisioner:   csiDriverName,
+		ObjectMeta:    metav1.ObjectMeta{Name: driverName},
+		Provisioner:   driverName,
 		ReclaimPolicy: &del,
-	}, "storageclass", csiDriverName)
+	}, "storageclass", driverName)
 }
 
 // dynamicClaim creates a claim of the driver's StorageClass (with the

@@ -1,8 +1,9 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -179,17 +180,15 @@ func (m *Manager) Pods() []*v1.Pod {
 		out = append(out, p)
 	}
 	m.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return a.UID < b.UID
+	slices.SortFunc(out, func(a, b *v1.Pod) int {
+		return comparePods(a.Namespace, a.Name, a.UID, b.Namespace, b.Name, b.UID)
 	})
 	return out
+}
+
+// comparePods orders pods by namespace, name and UID.
+func comparePods(aNamespace, aName string, aUID types.UID, bNamespace, bName string, bUID types.UID) int {
+	return cmp.Or(cmp.Compare(aNamespace, bNamespace), cmp.Compare(aName, bName), cmp.Compare(aUID, bUID))
 }
 
 // podRef is what a syncer round reads of every pod to decide whether it
@@ -215,15 +214,8 @@ func (m *Manager) refs() []podRef {
 			deleting: e.pod.DeletionTimestamp != nil, static: podconfig.IsStatic(e.pod)})
 	}
 	m.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.namespace != b.namespace {
-			return a.namespace < b.namespace
-		}
-		if a.name != b.name {
-			return a.name < b.name
-		}
-		return a.uid < b.uid
+	slices.SortFunc(out, func(a, b podRef) int {
+		return comparePods(a.namespace, a.name, a.uid, b.namespace, b.name, b.uid)
 	})
 	return out
 }

@@ -392,9 +392,7 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 	a.buildURLSource(c)
 	if cl != nil {
 		c.sources = append(c.sources, apiserver.SourceName)
-		c.apiPods = apiserver.New(cl.Kube, a.opts.NodeName, func(pods []*v1.Pod) {
-			c.desired.Set(apiserver.SourceName, pods)
-		})
+		c.apiPods = apiserver.New(cl.Kube, a.opts.NodeName, apiSink{c.desired})
 		er, stopRecs := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName, c.events.Record)
 		c.closers = append(c.closers, stopRecs)
 		c.recorder = er
@@ -749,4 +747,13 @@ func maxRestartPeriod(cfg *kubeletv1beta1.KubeletConfiguration) time.Duration {
 		return p.Duration
 	}
 	return 0
+}
+
+// apiSink hands the API pod source's deliveries to the desired pod set.
+type apiSink struct{ desired *podconfig.Config }
+
+func (s apiSink) Set(pods []*v1.Pod) { s.desired.Set(apiserver.SourceName, pods) }
+
+func (s apiSink) Apply(changed []*v1.Pod, removed []types.UID) {
+	s.desired.Apply(apiserver.SourceName, changed, removed)
 }

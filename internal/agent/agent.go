@@ -519,8 +519,10 @@ func (a *Agent) buildLifecycle(c *components) error {
 			fieldsPred,
 			podlifecycle.NodePredicate(maxPods(cfg)),
 		},
-		Warners:  []podlifecycle.Warner{fieldsWarn},
-		Desired:  c.desired,
+		Warners: []podlifecycle.Warner{fieldsWarn},
+		// Admission reads every active pod on each admission; the
+		// predicates are pure, so they read the desired pods uncopied.
+		Desired:  sharedDesired{c.desired},
 		Workers:  c.workers,
 		Statuses: c.statuses,
 		Recorder: c.recorder,
@@ -757,3 +759,9 @@ func (s apiSink) Set(pods []*v1.Pod) { s.desired.Set(apiserver.SourceName, pods)
 func (s apiSink) Apply(changed []*v1.Pod, removed []types.UID) {
 	s.desired.Apply(apiserver.SourceName, changed, removed)
 }
+
+// sharedDesired lists the desired pods without copying them, for readers
+// that never modify a pod.
+type sharedDesired struct{ *podconfig.Config }
+
+func (d sharedDesired) Pods() []*v1.Pod { return d.SharedPods() }

@@ -330,6 +330,24 @@ func (c *Config) Pods() []*v1.Pod {
 	return out
 }
 
+// SharedPods returns the desired pods of all sources themselves, sorted by
+// namespace and name, without copying them: the caller must not modify
+// them. A pod returned never changes either (a change replaces the pod
+// kept), so it can be read without a lock. It costs one slice where Pods
+// copies every pod.
+func (c *Config) SharedPods() []*v1.Pod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*v1.Pod
+	for _, set := range c.pods {
+		for _, p := range set {
+			out = append(out, p)
+		}
+	}
+	sortPods(out)
+	return out
+}
+
 // enqueue queues u, folded into the change of the same UID still waiting
 // when there is one, and starts delivery if it is idle. Callers hold c.mu.
 func (c *Config) enqueue(u Update) {

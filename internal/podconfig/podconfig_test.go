@@ -610,3 +610,44 @@ func TestApplyCostDoesNotGrowWithPods(t *testing.T) {
 		t.Errorf("Set of the same pods: %v allocations with 10 pods, %v with 1000: the comparison above measures nothing", small, large)
 	}
 }
+
+// TestSharedPods: SharedPods lists what Pods lists, without copies, and a
+// pod it returned is not changed by a later update (the update replaces it).
+func TestSharedPods(t *testing.T) {
+	cfg := New(t.Context())
+	a, b := pod("a", "pa", "img:1"), pod("b", "pb", "img:1")
+	cfg.Set(SourceFile, []*v1.Pod{b})
+	cfg.Set(SourceAPIServer, []*v1.Pod{a})
+	recv(t, cfg, 2)
+	first, again := cfg.SharedPods(), cfg.SharedPods()
+	if got := describe(updates(first)); fmt.Sprint(got) != "[add pa/a add pb/b]" {
+		t.Fatalf("SharedPods() = %v, want pa, pb", got)
+	}
+	for i := range first {
+		if first[i] != again[i] {
+			t.Errorf("SharedPods() returned a new copy of %s", first[i].UID)
+		}
+	}
+	copies := cfg.Pods()
+	for i := range first {
+		if copies[i] == first[i] || copies[i].UID != first[i].UID {
+			t.Errorf("Pods()[%d] = %p %s, SharedPods()[%d] = %p %s: want an equal copy", i, copies[i], copies[i].UID, i, first[i], first[i].UID)
+		}
+	}
+	cfg.Apply(SourceAPIServer, []*v1.Pod{pod("a", "pa", "img:2")}, nil)
+	recv(t, cfg, 1)
+	if img := first[0].Spec.Containers[0].Image; img != "img:1" {
+		t.Errorf("a pod SharedPods returned changed with an update: image %s", img)
+	}
+	if img := cfg.SharedPods()[0].Spec.Containers[0].Image; img != "img:2" {
+		t.Errorf("SharedPods() after the update: image %s, want img:2", img)
+	}
+}
+
+func updates(pods []*v1.Pod) []Update {
+	var out []Update
+	for _, p := range pods {
+		out = append(out, Update{Op: OpAdd, Pod: p})
+	}
+	return out
+}

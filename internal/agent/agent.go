@@ -394,9 +394,7 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 	a.buildURLSource(c)
 	if cl != nil {
 		c.sources = append(c.sources, apiserver.SourceName)
-		c.apiPods = apiserver.New(cl.Kube, a.opts.NodeName, func(pods []*v1.Pod) {
-			c.desired.Set(apiserver.SourceName, pods)
-		})
+		c.apiPods = apiserver.New(cl.Kube, a.opts.NodeName, apiSink{c.desired})
 		er, stopRecs := kubeclient.NewEventRecorder(ctx, cl.Events, a.opts.NodeName, c.events.Record)
 		c.closers = append(c.closers, stopRecs)
 		c.recorder = er
@@ -523,8 +521,10 @@ func (a *Agent) buildLifecycle(c *components) error {
 			fieldsPred,
 			podlifecycle.NodePredicate(maxPods(cfg)),
 		},
-		Warners:  []podlifecycle.Warner{fieldsWarn},
-		Desired:  c.desired,
+		Warners: []podlifecycle.Warner{fieldsWarn},
+		// Admission reads every active pod on each admission; the
+		// predicates are pure, so they read the desired pods uncopied.
+		Desired:  sharedDesired{c.desired},
 		Workers:  c.workers,
 		Statuses: c.statuses,
 		Recorder: c.recorder,
@@ -752,3 +752,18 @@ func maxRestartPeriod(cfg *kubeletv1beta1.KubeletConfiguration) time.Duration {
 	}
 	return 0
 }
+
+// apiSink hands the API pod source's deliveries to the desired pod set.
+type apiSink struct{ desired *podconfig.Config }
+
+func (s apiSink) Set(pods []*v1.Pod) { s.desired.Set(apiserver.SourceName, pods) }
+
+func (s apiSink) Apply(changed []*v1.Pod, removed []types.UID) {
+	s.desired.Apply(apiserver.SourceName, changed, removed)
+}
+
+// sharedDesired lists the desired pods without copying them, for readers
+// that never modify a pod.
+type sharedDesired struct{ *podconfig.Config }
+
+func (d sharedDesired) Pods() []*v1.Pod { return d.SharedPods() }

@@ -141,7 +141,9 @@ func (c *Config) Updates() <-chan Update {
 // OpAdd and OpUpdate in the order of pods. Pods are copied; the caller keeps
 // ownership of its slice. A pod without a UID is ignored, as is a UID
 // already owned by another source (UIDs are expected to be unique across
-// sources). Set never blocks on the consumer of Updates.
+// sources). Set never blocks on the consumer of Updates. It compares every
+// pod of the set with what source delivered before; a source that knows
+// what changed calls Apply instead.
 func (c *Config) Set(source string, pods []*v1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -149,59 +151,141 @@ func (c *Config) Set(source string, pods []*v1.Pod) {
 	c.seen[source] = true
 	old := c.pods[source]
 	next := make(map[types.UID]*v1.Pod, len(pods))
-	var adds []Update
 	now := c.clock.Now()
-
+	var adds []Update
 	for _, p := range pods {
-		if p == nil {
+		if !c.acceptable(source, p, next) {
 			continue
 		}
-		uid := p.UID
-		if uid == "" {
-			klog.InfoS("Ignoring pod without UID", "source", source, "pod", klog.KObj(p))
-			continue
-		}
-		if _, dup := next[uid]; dup {
-			klog.InfoS("Ignoring pod with duplicate UID", "source", source, "pod", klog.KObj(p), "podUID", uid)
-			continue
-		}
-		if o, ok := c.owner[uid]; ok && o != source {
-			klog.InfoS("Ignoring pod whose UID belongs to another source", "source", source, "owner", o, "pod", klog.KObj(p), "podUID", uid)
-			continue
-		}
-		prev, existed := old[uid]
-		if existed && !changed(prev, p) {
-			next[uid] = prev
-			continue
-		}
-		cp := p.DeepCopy()
-		if cp.Annotations == nil {
-			cp.Annotations = map[string]string{}
-		}
-		if cp.Annotations[AnnotationConfigSource] == "" {
-			cp.Annotations[AnnotationConfigSource] = source
-		}
-		switch {
-		case existed && prev.Annotations[AnnotationConfigSeen] != "":
-			// The first-seen time survives updates.
-			cp.Annotations[AnnotationConfigSeen] = prev.Annotations[AnnotationConfigSeen]
-		case cp.Annotations[AnnotationConfigSeen] == "":
-			cp.Annotations[AnnotationConfigSeen] = now.Format(time.RFC3339Nano)
-		}
-		next[uid] = cp
-		if existed {
-			adds = append(adds, Update{Op: OpUpdate, Pod: cp})
+		if u, ok := c.upsertLocked(source, old[p.UID], p, now); ok {
+			next[p.UID] = u.Pod
+			adds = append(adds, u)
 		} else {
-			adds = append(adds, Update{Op: OpAdd, Pod: cp})
+			next[p.UID] = old[p.UID]
 		}
 	}
-
 	var removes []*v1.Pod
 	for uid, p := range old {
 		if _, ok := next[uid]; !ok {
 			removes = append(removes, p)
-			delete(c.owner, uid)
 		}
+	}
+	c.pods[source] = next
+	c.queueLocked(source, removes, adds)
+}
+
+// Apply changes the pods wanted by source by a delta and queues the
+// changes, as Set does for a full set: the pods of changed are added, or
+// replace the pod of their UID (an OpUpdate only when the pod changed in
+// what a worker acts on), and the UIDs of removed are no longer wanted
+// (removed UIDs go first, then changed pods, so a pod both removed and in
+// changed is wanted afterwards). Its cost is that of the pods named, not of
+// every pod source wants. The same rules as Set hold for pods without a
+// UID, UIDs of other sources and copying. Apply is not a full set: it does
+// not count as source's delivery for SeenAllSources.
+func (c *Config) Apply(source string, changed []*v1.Pod, removed []types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	cur := c.pods[source]
+	if cur == nil {
+		cur = map[types.UID]*v1.Pod{}
+		c.pods[source] = cur
+	}
+	gone := make(map[types.UID]*v1.Pod, len(removed))
+	for _, uid := range removed {
+		if p, ok := cur[uid]; ok {
+			gone[uid] = p
+			delete(cur, uid)
+		}
+	}
+	now := c.clock.Now()
+	seen := make(map[types.UID]*v1.Pod, len(changed))
+	var adds []Update
+	for _, p := range changed {
+		if !c.acceptable(source, p, seen) {
+			continue
+		}
+		seen[p.UID] = p
+		// A UID removed and wanted again in the same delta is an update
+		// (or nothing) to the consumer, not a removal and an add.
+		prev, ok := cur[p.UID]
+		if !ok {
+			prev = gone[p.UID]
+		}
+		if u, ok := c.upsertLocked(source, prev, p, now); ok {
+			cur[p.UID] = u.Pod
+			adds = append(adds, u)
+		} else {
+			cur[p.UID] = prev
+		}
+	}
+	var removes []*v1.Pod
+	for uid, p := range gone {
+		if _, back := cur[uid]; !back {
+			removes = append(removes, p)
+		}
+	}
+	c.queueLocked(source, removes, adds)
+}
+
+// acceptable reports whether source may deliver p: it has a UID not
+// already in this delivery (dup) and not owned by another source. Callers
+// hold c.mu.
+func (c *Config) acceptable(source string, p *v1.Pod, dup map[types.UID]*v1.Pod) bool {
+	if p == nil {
+		return false
+	}
+	uid := p.UID
+	if uid == "" {
+		klog.InfoS("Ignoring pod without UID", "source", source, "pod", klog.KObj(p))
+		return false
+	}
+	if _, ok := dup[uid]; ok {
+		klog.InfoS("Ignoring pod with duplicate UID", "source", source, "pod", klog.KObj(p), "podUID", uid)
+		return false
+	}
+	if o, ok := c.owner[uid]; ok && o != source {
+		klog.InfoS("Ignoring pod whose UID belongs to another source", "source", source, "owner", o, "pod", klog.KObj(p), "podUID", uid)
+		return false
+	}
+	return true
+}
+
+// upsertLocked returns the change that p, delivered by source, makes to
+// prev (nil: not wanted before): an OpAdd or OpUpdate with a private copy
+// of p carrying the source and first-seen annotations, and false when p
+// changed nothing a worker acts on. Callers hold c.mu.
+func (c *Config) upsertLocked(source string, prev, p *v1.Pod, now time.Time) (Update, bool) {
+	if prev != nil && !changed(prev, p) {
+		return Update{}, false
+	}
+	cp := p.DeepCopy()
+	if cp.Annotations == nil {
+		cp.Annotations = map[string]string{}
+	}
+	if cp.Annotations[AnnotationConfigSource] == "" {
+		cp.Annotations[AnnotationConfigSource] = source
+	}
+	switch {
+	case prev != nil && prev.Annotations[AnnotationConfigSeen] != "":
+		// The first-seen time survives updates.
+		cp.Annotations[AnnotationConfigSeen] = prev.Annotations[AnnotationConfigSeen]
+	case cp.Annotations[AnnotationConfigSeen] == "":
+		cp.Annotations[AnnotationConfigSeen] = now.Format(time.RFC3339Nano)
+	}
+	if prev != nil {
+		return Update{Op: OpUpdate, Pod: cp}, true
+	}
+	return Update{Op: OpAdd, Pod: cp}, true
+}
+
+// queueLocked queues the removals (sorted by namespace and name, their
+// UIDs released) and then the adds and updates, new pods oldest first.
+// Callers hold c.mu.
+func (c *Config) queueLocked(source string, removes []*v1.Pod, adds []Update) {
+	for _, p := range removes {
+		delete(c.owner, p.UID)
 	}
 	sortPods(removes)
 	for _, p := range removes {
@@ -216,7 +300,6 @@ func (c *Config) Set(source string, pods []*v1.Pod) {
 		c.owner[u.Pod.UID] = source
 		c.enqueue(Update{Op: u.Op, Pod: u.Pod.DeepCopy()})
 	}
-	c.pods[source] = next
 }
 
 // SeenAllSources reports whether every expected source has delivered its
@@ -241,6 +324,24 @@ func (c *Config) Pods() []*v1.Pod {
 	for _, set := range c.pods {
 		for _, p := range set {
 			out = append(out, p.DeepCopy())
+		}
+	}
+	sortPods(out)
+	return out
+}
+
+// SharedPods returns the desired pods of all sources themselves, sorted by
+// namespace and name, without copying them: the caller must not modify
+// them. A pod returned never changes either (a change replaces the pod
+// kept), so it can be read without a lock. It costs one slice where Pods
+// copies every pod.
+func (c *Config) SharedPods() []*v1.Pod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*v1.Pod
+	for _, set := range c.pods {
+		for _, p := range set {
+			out = append(out, p)
 		}
 	}
 	sortPods(out)

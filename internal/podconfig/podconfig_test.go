@@ -496,3 +496,158 @@ func TestDeliveryEndsWithContext(t *testing.T) {
 	cancel()
 	cfg.Set(SourceFile, []*v1.Pod{pod("c", "pc", "img")})
 }
+
+func TestApplyDelta(t *testing.T) {
+	a := pod("a", "pa", "img:1")
+	b := pod("b", "pb", "img:1")
+	c := pod("c", "pc", "img:1")
+	a2 := pod("a", "pa", "img:2")
+	const gate = "example.com/gate"
+	gateFalse := withCondition(a, gate, v1.ConditionFalse)
+	gateTrue := withCondition(a, gate, v1.ConditionTrue)
+	readyFlip := withForeignCondition(gateTrue, v1.PodReady, v1.ConditionTrue)
+
+	tests := []struct {
+		name    string
+		first   []*v1.Pod // the full set, delivered and drained first
+		changed []*v1.Pod
+		removed []types.UID
+		want    []string // updates produced by the delta
+		// wantPods are the UIDs wanted afterwards.
+		wantPods []string
+	}{
+		{name: "new pod is added", first: []*v1.Pod{a}, changed: []*v1.Pod{c}, want: []string{"add pc/c"}, wantPods: []string{"a", "c"}},
+		{name: "unchanged pod produces nothing", first: []*v1.Pod{a, b}, changed: []*v1.Pod{a}, wantPods: []string{"a", "b"}},
+		{name: "spec change is update", first: []*v1.Pod{a, b}, changed: []*v1.Pod{a2}, want: []string{"update pa/a"}, wantPods: []string{"a", "b"}},
+		{name: "gate condition change is update", first: []*v1.Pod{gateFalse}, changed: []*v1.Pod{gateTrue}, want: []string{"update pa/a"}, wantPods: []string{"a"}},
+		{name: "other status change is not update", first: []*v1.Pod{gateTrue}, changed: []*v1.Pod{readyFlip}, wantPods: []string{"a"}},
+		{name: "removed uid is removed", first: []*v1.Pod{a, b}, removed: []types.UID{"a"}, want: []string{"remove pa/a"}, wantPods: []string{"b"}},
+		{name: "unknown uid removed is nothing", first: []*v1.Pod{a}, removed: []types.UID{"x"}, wantPods: []string{"a"}},
+		{name: "removes come before adds", first: []*v1.Pod{a}, changed: []*v1.Pod{b}, removed: []types.UID{"a"}, want: []string{"remove pa/a", "add pb/b"}, wantPods: []string{"b"}},
+		{name: "removed and wanted again unchanged is nothing", first: []*v1.Pod{a}, changed: []*v1.Pod{a}, removed: []types.UID{"a"}, wantPods: []string{"a"}},
+		{name: "removed and wanted again changed is update", first: []*v1.Pod{a}, changed: []*v1.Pod{a2}, removed: []types.UID{"a"}, want: []string{"update pa/a"}, wantPods: []string{"a"}},
+		{name: "nil pod and pod without uid ignored", first: []*v1.Pod{b}, changed: []*v1.Pod{nil, pod("", "x", "i"), a}, want: []string{"add pa/a"}, wantPods: []string{"a", "b"}},
+		{name: "duplicate uid in one delta ignored", changed: []*v1.Pod{a, a2}, want: []string{"add pa/a"}, wantPods: []string{"a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := New(t.Context())
+			cfg.Set(SourceAPIServer, tt.first)
+			recv(t, cfg, len(tt.first))
+			cfg.Apply(SourceAPIServer, tt.changed, tt.removed)
+			got := describe(recv(t, cfg, len(tt.want)))
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("updates = %v, want %v", got, tt.want)
+			}
+			expectNone(t, cfg)
+			var pods []string
+			for _, p := range cfg.Pods() {
+				pods = append(pods, string(p.UID))
+			}
+			if !slices.Equal(pods, tt.wantPods) {
+				t.Errorf("pods wanted = %v, want %v", pods, tt.wantPods)
+			}
+		})
+	}
+}
+
+// TestApplyKeepsSeenAndOwner: an update by delta keeps the first-seen
+// time, a pod of another source is not taken over, and a removal by delta
+// releases the UID.
+func TestApplyKeepsSeenAndOwner(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(100, 0))
+	cfg := New(t.Context())
+	cfg.clock = clk
+	a := pod("a", "pa", "img:1")
+	cfg.Set(SourceAPIServer, []*v1.Pod{a})
+	first := recv(t, cfg, 1)[0].Pod.Annotations[AnnotationConfigSeen]
+	clk.Step(time.Minute)
+	cfg.Apply(SourceAPIServer, []*v1.Pod{withLabel(a, "v", "2")}, nil)
+	if u := recv(t, cfg, 1)[0]; u.Op != OpUpdate || u.Pod.Annotations[AnnotationConfigSeen] != first || u.Pod.Annotations[AnnotationConfigSource] != SourceAPIServer {
+		t.Errorf("update %v annotations %v, want an update seen at %s from %s", u.Op, u.Pod.Annotations, first, SourceAPIServer)
+	}
+	f := pod("f", "pf", "img:1")
+	cfg.Set(SourceFile, []*v1.Pod{f})
+	recv(t, cfg, 1)
+	cfg.Apply(SourceAPIServer, []*v1.Pod{f}, []types.UID{"f"})
+	expectNone(t, cfg)
+	cfg.Apply(SourceAPIServer, nil, []types.UID{"a"})
+	recv(t, cfg, 1)
+	cfg.Set(SourceFile, []*v1.Pod{f, a})
+	if u := recv(t, cfg, 1)[0]; u.Op != OpAdd || u.Pod.UID != "a" {
+		t.Errorf("after the removal by delta the file source's %v of %s, want add of a", u.Op, u.Pod.UID)
+	}
+	if cfg.SeenAllSources(SourceHTTP) {
+		t.Error("SeenAllSources(http) without any delivery")
+	}
+}
+
+// TestApplyCostDoesNotGrowWithPods: a delta of one pod allocates the same
+// whether its source wants 10 pods or 1000, where a full Set of the same
+// change allocates in proportion to the set.
+func TestApplyCostDoesNotGrowWithPods(t *testing.T) {
+	allocs := func(n int, full bool) float64 {
+		cfg := New(t.Context())
+		var pods []*v1.Pod
+		for i := range n {
+			pods = append(pods, pod(fmt.Sprint(i), fmt.Sprint("p", i), "img:1"))
+		}
+		cfg.Set(SourceAPIServer, pods)
+		recv(t, cfg, n)
+		one := []*v1.Pod{pods[0]}
+		return testing.AllocsPerRun(20, func() {
+			if full {
+				cfg.Set(SourceAPIServer, pods)
+			} else {
+				cfg.Apply(SourceAPIServer, one, nil)
+			}
+		})
+	}
+	if small, large := allocs(10, false), allocs(1000, false); large > small {
+		t.Errorf("Apply of one unchanged pod: %v allocations with 10 pods, %v with 1000", small, large)
+	}
+	if small, large := allocs(10, true), allocs(1000, true); large < 10*small {
+		t.Errorf("Set of the same pods: %v allocations with 10 pods, %v with 1000: the comparison above measures nothing", small, large)
+	}
+}
+
+// TestSharedPods: SharedPods lists what Pods lists, without copies, and a
+// pod it returned is not changed by a later update (the update replaces it).
+func TestSharedPods(t *testing.T) {
+	cfg := New(t.Context())
+	a, b := pod("a", "pa", "img:1"), pod("b", "pb", "img:1")
+	cfg.Set(SourceFile, []*v1.Pod{b})
+	cfg.Set(SourceAPIServer, []*v1.Pod{a})
+	recv(t, cfg, 2)
+	first, again := cfg.SharedPods(), cfg.SharedPods()
+	if got := describe(updates(first)); fmt.Sprint(got) != "[add pa/a add pb/b]" {
+		t.Fatalf("SharedPods() = %v, want pa, pb", got)
+	}
+	for i := range first {
+		if first[i] != again[i] {
+			t.Errorf("SharedPods() returned a new copy of %s", first[i].UID)
+		}
+	}
+	copies := cfg.Pods()
+	for i := range first {
+		if copies[i] == first[i] || copies[i].UID != first[i].UID {
+			t.Errorf("Pods()[%d] = %p %s, SharedPods()[%d] = %p %s: want an equal copy", i, copies[i], copies[i].UID, i, first[i], first[i].UID)
+		}
+	}
+	cfg.Apply(SourceAPIServer, []*v1.Pod{pod("a", "pa", "img:2")}, nil)
+	recv(t, cfg, 1)
+	if img := first[0].Spec.Containers[0].Image; img != "img:1" {
+		t.Errorf("a pod SharedPods returned changed with an update: image %s", img)
+	}
+	if img := cfg.SharedPods()[0].Spec.Containers[0].Image; img != "img:2" {
+		t.Errorf("SharedPods() after the update: image %s, want img:2", img)
+	}
+}
+
+func updates(pods []*v1.Pod) []Update {
+	var out []Update
+	for _, p := range pods {
+		out = append(out, Update{Op: OpAdd, Pod: p})
+	}
+	return out
+}

@@ -180,7 +180,8 @@ func (a *Admitter) note(pod *v1.Pod, e journal.Entry) {
 
 // Active lists the desired pods that hold node resources: not rejected,
 // known to the workers and not yet terminated, other than uid itself
-// (empty: every one).
+// (empty: every one). The pods are Desired's: the caller must not modify
+// them.
 func (a *Admitter) Active(uid types.UID) []*v1.Pod {
 	a.mu.Lock()
 	defer a.mu.Unlock()

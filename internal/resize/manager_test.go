@@ -477,3 +477,50 @@ func TestManagerAdoptsOlderRecords(t *testing.T) {
 		t.Errorf("events %v", got)
 	}
 }
+
+// TestManagerSyncReadsNodePodsOnlyForAResize: a sync of a pod that asks for
+// its allocation does not list the node's pods, however many there are; a
+// sync that asks for a resize lists them once to count what the others
+// hold.
+func TestManagerSyncReadsNodePodsOnlyForAResize(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		others    int
+		resize    bool
+		wantLists int
+	}{
+		{name: "no resize, 1 other pod", others: 1, wantLists: 0},
+		{name: "no resize, 100 other pods", others: 100, wantLists: 0},
+		{name: "resize, 1 other pod", others: 1, resize: true, wantLists: 1},
+		{name: "resize, 100 other pods", others: 100, resize: true, wantLists: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, list("200", "400Gi"))
+			lists := 0
+			h.m.opts.Pods = func() []*v1.Pod { lists++; return h.pods }
+			r := res4{"100m", "200m", "64Mi", "128Mi"}
+			for i := range tc.others {
+				o := mkPod(ctr{name: "app", r: r})
+				o.Name, o.UID = fmt.Sprintf("other-%d", i), types.UID(fmt.Sprintf("other-%d", i))
+				h.start(t, o)
+			}
+			pod := mkPod(ctr{name: "app", r: r})
+			h.start(t, pod)
+			lists = 0
+			next := pod
+			if tc.resize {
+				next = resized(pod, "app", res4{"200m", "400m", "64Mi", "128Mi"})
+				h.set(next)
+			}
+			if _, err := h.sync(t, next); err != nil {
+				t.Fatal(err)
+			}
+			if lists != tc.wantLists {
+				t.Errorf("the sync listed the node's pods %d times, want %d", lists, tc.wantLists)
+			}
+			if a, _ := h.store.Get(pod.UID); !a.Equal(FromPod(next)) {
+				t.Errorf("allocation %v, want the pod's resources %v", a, FromPod(next))
+			}
+		})
+	}
+}

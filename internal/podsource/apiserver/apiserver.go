@@ -1,6 +1,6 @@
 // Package apiserver is the cluster pod source: it watches the pods the
 // scheduler (or a user) bound to this node and delivers the full set of them
-// every time it changes.
+// once, then every change to it as a delta of the pods that changed.
 //
 // Rules:
 //
@@ -10,10 +10,14 @@
 //   - The first set is delivered only once the initial list is complete, so
 //     a consumer that waits for every source before removing anything never
 //     removes a pod because the API source had not spoken yet.
-//   - After that, every add, update and delete leads to a delivery of the
-//     complete current set. Bursts of events are coalesced into one delivery:
-//     the informer's handler only raises a signal and never blocks; one
-//     goroutine builds and delivers the set.
+//   - After that, every add, update and delete leads to a delivery of a
+//     delta: the pods added or updated since the last delivery and the UIDs
+//     of the pods gone (deleted, turned mirror pod, or replaced by a pod of
+//     the same name and another UID). Its cost is that of the pods changed,
+//     not of every pod bound to the node. Bursts of events are coalesced
+//     into one delivery: the informer's handler only records the pod's key
+//     and raises a signal and never blocks; one goroutine builds and
+//     delivers the delta.
 //   - Each delivered pod is a private deep copy, annotated with
 //     kubernetes.io/config.source=api (overriding any value the object
 //     carries, so an API pod can never pass for a static pod) and
@@ -25,7 +29,7 @@
 //   - Pods in a terminal phase (Succeeded or Failed) stay in the set until
 //     they are deleted from the API: the pod workers see the phase in the
 //     delivered status and must not start them again. A pod deleted from the
-//     API disappears from the next set.
+//     API is removed by the next delta.
 //   - There is no periodic resync of the informer; the pod workers resync on
 //     their own.
 package apiserver
@@ -33,6 +37,8 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -59,10 +65,23 @@ const SourceName = podconfig.SourceAPIServer
 // nodeNameField is the pod field the list and watch requests select on.
 const nodeNameField = "spec.nodeName"
 
+// Sink receives what the source delivers. Its methods are called from one
+// goroutine of Run at a time and may block (later changes are then
+// coalesced into the next delivery); the sink owns the pods it receives.
+type Sink interface {
+	// Set receives the full set of the node's desired pods, once, after
+	// the initial list.
+	Set(pods []*v1.Pod)
+	// Apply receives a change to the set last delivered: pods added or
+	// updated (possibly unchanged in what a worker acts on, as a status
+	// update), then the UIDs no longer desired.
+	Apply(changed []*v1.Pod, removed []types.UID)
+}
+
 // Source watches the pods bound to one node.
 type Source struct {
 	nodeName string
-	sink     func([]*v1.Pod)
+	sink     Sink
 	clock    clock.PassiveClock
 	informer cache.SharedIndexInformer
 
@@ -71,19 +90,23 @@ type Source struct {
 	synced  atomic.Bool
 	running atomic.Bool
 
+	// dirtyMu guards dirty, the keys (namespace/name) of the pods an
+	// event named since the last delivery.
+	dirtyMu sync.Mutex
+	dirty   map[string]struct{}
+
 	// firstSeen records when each delivered UID was first seen (RFC 3339
-	// with nanoseconds). Owned by the goroutine that delivers.
+	// with nanoseconds); delivered is the UID delivered for each key.
+	// Both are owned by the goroutine that delivers.
 	firstSeen map[types.UID]string
+	delivered map[string]types.UID
 }
 
 // New returns a source for the pods bound to node nodeName, read through
-// kube. sink receives the full set of desired pods after every change; it
-// is called from one goroutine of Run at a time, may block (later changes
-// are then coalesced into the next delivery), and owns the pods it
-// receives. New starts nothing.
-func New(kube kubernetes.Interface, nodeName string, sink func([]*v1.Pod)) *Source {
+// kube, that delivers to sink (nil: nowhere). New starts nothing.
+func New(kube kubernetes.Interface, nodeName string, sink Sink) *Source {
 	if sink == nil {
-		sink = func([]*v1.Pod) {}
+		sink = discard{}
 	}
 	selector := fields.OneTermEqualSelector(nodeNameField, nodeName).String()
 	pods := kube.CoreV1().Pods(metav1.NamespaceAll)
@@ -112,9 +135,17 @@ func New(kube kubernetes.Interface, nodeName string, sink func([]*v1.Pod)) *Sour
 		clock:     clock.RealClock{},
 		informer:  informer,
 		signal:    make(chan struct{}, 1),
+		dirty:     map[string]struct{}{},
 		firstSeen: map[types.UID]string{},
+		delivered: map[string]types.UID{},
 	}
 }
+
+// discard is the sink of a source given none.
+type discard struct{}
+
+func (discard) Set([]*v1.Pod)                {}
+func (discard) Apply([]*v1.Pod, []types.UID) {}
 
 // HasSynced reports whether the initial list of the node's pods is
 // complete. It turns true just before the first set is handed to the sink;
@@ -167,14 +198,14 @@ func (s *Source) Run(ctx context.Context) error {
 	ctx = klog.NewContext(ctx, logger)
 
 	reg, err := s.informer.AddEventHandlerWithOptions(cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(_ any, initial bool) {
+		AddFunc: func(obj any, initial bool) {
 			// The initial list is delivered as a whole once it is complete.
 			if !initial {
-				s.poke()
+				s.mark(obj)
 			}
 		},
-		UpdateFunc: func(any, any) { s.poke() },
-		DeleteFunc: func(any) { s.poke() },
+		UpdateFunc: func(_, obj any) { s.mark(obj) },
+		DeleteFunc: func(obj any) { s.mark(obj) },
 	}, cache.HandlerOptions{Logger: &logger})
 	if err != nil {
 		return fmt.Errorf("watch pods of node %s: %w", s.nodeName, err)
@@ -190,13 +221,16 @@ func (s *Source) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return nil
 	}
-	// Changes already signalled are part of the first delivery.
+	// Changes already recorded are part of the first delivery: the keys
+	// are dropped before the cache is read, so a change after that is in
+	// the next delta (possibly once more).
 	select {
 	case <-s.signal:
 	default:
 	}
+	s.takeDirty()
 	s.synced.Store(true)
-	n := s.deliver(ctx)
+	n := s.deliverAll(ctx)
 	logger.Info("Listed pods bound to node", "pods", n)
 
 	for {
@@ -205,48 +239,108 @@ func (s *Source) Run(ctx context.Context) error {
 			return nil
 		case <-s.signal:
 		}
-		s.deliver(ctx)
+		s.deliverChanges(ctx)
 	}
 }
 
-// poke records that the set changed. It never blocks: a notice already
-// pending covers this change too.
-func (s *Source) poke() {
+// mark records that the pod obj (a *v1.Pod, or the tombstone of a delete
+// the informer missed) changed and signals the delivering goroutine. It
+// never blocks: a notice already pending covers this change too.
+func (s *Source) mark(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	s.dirtyMu.Lock()
+	s.dirty[key] = struct{}{}
+	s.dirtyMu.Unlock()
 	select {
 	case s.signal <- struct{}{}:
 	default:
 	}
 }
 
-// deliver builds the current set from the informer's cache, hands it to the
+// takeDirty returns the keys recorded since the last call, sorted, and
+// starts a new record.
+func (s *Source) takeDirty() []string {
+	s.dirtyMu.Lock()
+	d := s.dirty
+	s.dirty = map[string]struct{}{}
+	s.dirtyMu.Unlock()
+	return slices.Sorted(maps.Keys(d))
+}
+
+// deliverAll hands the full current set from the informer's cache to the
 // sink and returns its size.
-func (s *Source) deliver(ctx context.Context) int {
+func (s *Source) deliverAll(ctx context.Context) int {
 	now := s.clock.Now().Format(time.RFC3339Nano)
-	seen := make(map[types.UID]string, len(s.firstSeen))
 	var pods []*v1.Pod
 	for _, obj := range s.informer.GetStore().List() {
 		p, ok := obj.(*v1.Pod)
-		if !ok || p.Spec.NodeName != s.nodeName || isMirror(p) {
+		if !ok || !s.desired(p) {
 			continue
 		}
-		first, ok := s.firstSeen[p.UID]
-		if !ok {
-			first = now
-		}
-		seen[p.UID] = first
-		cp := p.DeepCopy()
-		if cp.Annotations == nil {
-			cp.Annotations = map[string]string{}
-		}
-		cp.Annotations[podconfig.AnnotationConfigSource] = SourceName
-		cp.Annotations[podconfig.AnnotationConfigSeen] = first
-		pods = append(pods, cp)
+		pods = append(pods, s.copyOf(p, now))
 	}
-	s.firstSeen = seen
 	sortByUID(pods)
 	klog.FromContext(ctx).V(4).Info("Delivering pods bound to node", "pods", len(pods))
-	s.sink(pods)
+	s.sink.Set(pods)
 	return len(pods)
+}
+
+// deliverChanges hands the sink the delta of the pods whose keys were
+// recorded since the last delivery, each read from the informer's cache.
+func (s *Source) deliverChanges(ctx context.Context) {
+	now := s.clock.Now().Format(time.RFC3339Nano)
+	var changed []*v1.Pod
+	var removed []types.UID
+	store := s.informer.GetStore()
+	for _, key := range s.takeDirty() {
+		var p *v1.Pod
+		if obj, ok, err := store.GetByKey(key); err == nil && ok {
+			p, _ = obj.(*v1.Pod)
+		}
+		prev, had := s.delivered[key]
+		if had && (p == nil || !s.desired(p) || p.UID != prev) {
+			removed = append(removed, prev)
+			delete(s.delivered, key)
+			delete(s.firstSeen, prev)
+		}
+		if p != nil && s.desired(p) {
+			changed = append(changed, s.copyOf(p, now))
+		}
+	}
+	if len(changed) == 0 && len(removed) == 0 {
+		return
+	}
+	sortByUID(changed)
+	klog.FromContext(ctx).V(4).Info("Delivering changed pods bound to node", "changed", len(changed), "removed", len(removed))
+	s.sink.Apply(changed, removed)
+}
+
+// desired reports whether p, a pod of the informer's cache, is a desired
+// pod of this node (not a mirror pod).
+func (s *Source) desired(p *v1.Pod) bool {
+	return p.Spec.NodeName == s.nodeName && !isMirror(p)
+}
+
+// copyOf returns the copy of p that is delivered, annotated with this
+// source and the time its UID was first seen (now for a new UID), and
+// records it as delivered.
+func (s *Source) copyOf(p *v1.Pod, now string) *v1.Pod {
+	first, ok := s.firstSeen[p.UID]
+	if !ok {
+		first = now
+		s.firstSeen[p.UID] = first
+	}
+	s.delivered[p.Namespace+"/"+p.Name] = p.UID
+	cp := p.DeepCopy()
+	if cp.Annotations == nil {
+		cp.Annotations = map[string]string{}
+	}
+	cp.Annotations[podconfig.AnnotationConfigSource] = SourceName
+	cp.Annotations[podconfig.AnnotationConfigSeen] = first
+	return cp
 }
 
 // dropManagedFields clears the managed fields of a pod on its way into the

@@ -2,6 +2,8 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -57,24 +60,62 @@ func phase(ph v1.PodPhase) func(*v1.Pod) {
 	return func(p *v1.Pod) { p.Status.Phase = ph }
 }
 
-// recorder is a sink that keeps every delivered set.
+// recorder is a sink that keeps the set after every delivery (the full
+// set, or the last set with a delta applied) and every delivery itself.
 type recorder struct {
 	mu     sync.Mutex
+	cur    map[types.UID]*v1.Pod
 	sets   [][]*v1.Pod
+	deltas []delta
 	notify chan struct{}
+}
+
+// delta is one delivery: full for Set, else the UIDs Apply named.
+type delta struct {
+	full             bool
+	changed, removed []string
 }
 
 func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} }
 
-func (r *recorder) sink(pods []*v1.Pod) {
+func (r *recorder) Set(pods []*v1.Pod) {
 	r.mu.Lock()
-	r.sets = append(r.sets, pods)
+	r.cur = map[types.UID]*v1.Pod{}
+	for _, p := range pods {
+		r.cur[p.UID] = p
+	}
+	r.deltas = append(r.deltas, delta{full: true, changed: uids(pods)})
+	r.recordLocked()
+}
+
+func (r *recorder) Apply(changed []*v1.Pod, removed []types.UID) {
+	r.mu.Lock()
+	d := delta{changed: uids(changed), removed: []string{}}
+	for _, uid := range removed {
+		delete(r.cur, uid)
+		d.removed = append(d.removed, string(uid))
+	}
+	for _, p := range changed {
+		r.cur[p.UID] = p
+	}
+	r.deltas = append(r.deltas, d)
+	r.recordLocked()
+}
+
+// recordLocked keeps the current set, unlocks and notifies.
+func (r *recorder) recordLocked() {
+	set := slices.Collect(maps.Values(r.cur))
+	sortByUID(set)
+	r.sets = append(r.sets, set)
 	r.mu.Unlock()
 	select {
 	case r.notify <- struct{}{}:
 	default:
 	}
 }
+
+// sink is the recorder as the source's sink.
+func (r *recorder) sink() Sink { return r }
 
 func (r *recorder) calls() int {
 	r.mu.Lock()
@@ -170,7 +211,7 @@ func TestFieldSelectorOnListAndWatch(t *testing.T) {
 		return false, nil, nil
 	})
 	rec := newRecorder()
-	src := New(kube, node, rec.sink)
+	src := New(kube, node, rec.sink())
 	start(t, src)
 	rec.waitFor(t, "with pod a", hasUIDs("a"))
 	select {
@@ -203,7 +244,7 @@ func TestFirstDeliveryOnlyAfterInitialList(t *testing.T) {
 		return false, nil, nil
 	})
 	rec := newRecorder()
-	src := New(kube, node, rec.sink)
+	src := New(kube, node, rec.sink())
 	start(t, src)
 
 	select {
@@ -241,7 +282,7 @@ func TestDeliversFullSetOnEveryChange(t *testing.T) {
 		mkPod("u", "unscheduled", ""),
 	)
 	rec := newRecorder()
-	src := New(kube, node, rec.sink)
+	src := New(kube, node, rec.sink())
 	ctx := start(t, src)
 	pods := kube.CoreV1().Pods("default")
 
@@ -305,7 +346,7 @@ func TestAnnotationsWithoutMutatingCache(t *testing.T) {
 		annotated(podconfig.AnnotationConfigSeen, "forged"),
 		annotated("user", "x")))
 	rec := newRecorder()
-	src := New(kube, node, rec.sink)
+	src := New(kube, node, rec.sink())
 	src.clock = clk
 	ctx := start(t, src)
 
@@ -363,13 +404,12 @@ func TestBurstIsCoalesced(t *testing.T) {
 	inFirst := make(chan struct{})
 	unblock := make(chan struct{})
 	rec := newRecorder()
-	src := New(kube, node, func(pods []*v1.Pod) {
+	src := New(kube, node, blockingSink{rec: rec, first: func() {
 		if calls.Add(1) == 1 {
 			close(inFirst)
 			<-unblock
 		}
-		rec.sink(pods)
-	})
+	}})
 	ctx := start(t, src)
 
 	select {
@@ -380,8 +420,9 @@ func TestBurstIsCoalesced(t *testing.T) {
 	// The handler must not block while the sink does.
 	poked := make(chan struct{})
 	go func() {
+		a := mkPod("a", "a", node)
 		for range 50 {
-			src.poke()
+			src.mark(a)
 		}
 		close(poked)
 	}()
@@ -403,6 +444,22 @@ func TestBurstIsCoalesced(t *testing.T) {
 	}
 }
 
+// blockingSink calls first before each delivery to rec.
+type blockingSink struct {
+	rec   *recorder
+	first func()
+}
+
+func (b blockingSink) Set(pods []*v1.Pod) {
+	b.first()
+	b.rec.Set(pods)
+}
+
+func (b blockingSink) Apply(changed []*v1.Pod, removed []types.UID) {
+	b.first()
+	b.rec.Apply(changed, removed)
+}
+
 func TestRunEndsWithoutDeliveryWhenListFails(t *testing.T) {
 	kube := fake.NewClientset(mkPod("a", "a", node))
 	listed := make(chan struct{}, 1)
@@ -414,7 +471,7 @@ func TestRunEndsWithoutDeliveryWhenListFails(t *testing.T) {
 		return true, nil, context.DeadlineExceeded
 	})
 	rec := newRecorder()
-	src := New(kube, node, rec.sink)
+	src := New(kube, node, rec.sink())
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -443,7 +500,7 @@ func TestRunEndsWithoutDeliveryWhenListFails(t *testing.T) {
 
 func TestRunTwice(t *testing.T) {
 	rec := newRecorder()
-	src := New(fake.NewClientset(), node, rec.sink)
+	src := New(fake.NewClientset(), node, rec.sink())
 	ctx := start(t, src)
 	rec.waitFor(t, "empty", hasUIDs())
 	if err := src.Run(ctx); err == nil {
@@ -473,7 +530,7 @@ func TestPodReadsCurrentStatus(t *testing.T) {
 		mkPod("o", "other", "node-b"),
 	)
 	rec := newRecorder()
-	src := New(kube, node, rec.sink)
+	src := New(kube, node, rec.sink())
 	ctx := start(t, src)
 	rec.waitFor(t, "[a]", hasUIDs("a"))
 
@@ -509,4 +566,126 @@ func TestPodReadsCurrentStatus(t *testing.T) {
 	if again, _ := src.Pod("default", "a"); again.Status.Phase != v1.PodRunning {
 		t.Errorf("the cache changed with the returned copy: phase %q", again.Status.Phase)
 	}
+}
+
+// TestDeliversOnlyTheChangedPods: after the full set, each event delivers
+// the pod it names (or its UID, gone), however many pods the node has.
+func TestDeliversOnlyTheChangedPods(t *testing.T) {
+	for _, n := range []int{1, 10, 100} {
+		for _, tc := range []struct {
+			name   string
+			change func(ctx context.Context, pods typedPods) error
+			want   delta
+		}{
+			{
+				name:   "add",
+				change: func(ctx context.Context, pods typedPods) error { return create(ctx, pods, mkPod("new", "new", node)) },
+				want:   delta{changed: []string{"new"}, removed: []string{}},
+			},
+			{
+				name: "update",
+				change: func(ctx context.Context, pods typedPods) error {
+					_, err := pods.Update(ctx, mkPod("p0", "p0", node, annotated("v", "2")), metav1.UpdateOptions{})
+					return err
+				},
+				want: delta{changed: []string{"p0"}, removed: []string{}},
+			},
+			{
+				name: "status update",
+				change: func(ctx context.Context, pods typedPods) error {
+					_, err := pods.UpdateStatus(ctx, mkPod("p0", "p0", node, phase(v1.PodRunning)), metav1.UpdateOptions{})
+					return err
+				},
+				want: delta{changed: []string{"p0"}, removed: []string{}},
+			},
+			{
+				name:   "delete",
+				change: func(ctx context.Context, pods typedPods) error { return pods.Delete(ctx, "p0", metav1.DeleteOptions{}) },
+				want:   delta{changed: []string{}, removed: []string{"p0"}},
+			},
+			{
+				name: "turned mirror pod",
+				change: func(ctx context.Context, pods typedPods) error {
+					_, err := pods.Update(ctx, mkPod("p0", "p0", node, mirror), metav1.UpdateOptions{})
+					return err
+				},
+				want: delta{changed: []string{}, removed: []string{"p0"}},
+			},
+			{
+				name: "mirror pod added",
+				change: func(ctx context.Context, pods typedPods) error {
+					return create(ctx, pods, mkPod("m", "m", node, mirror))
+				},
+			},
+			{
+				name: "same name, new UID",
+				change: func(ctx context.Context, pods typedPods) error {
+					if err := pods.Delete(ctx, "p0", metav1.DeleteOptions{}); err != nil {
+						return err
+					}
+					return create(ctx, pods, mkPod("p0-2", "p0", node))
+				},
+				// The delete and the add may come in one delta or two.
+				want: delta{changed: []string{"p0-2"}, removed: []string{"p0"}},
+			},
+		} {
+			t.Run(fmt.Sprintf("%s of %d pods", tc.name, n), func(t *testing.T) {
+				var objs []runtime.Object
+				var all []string
+				for i := range n {
+					uid := fmt.Sprintf("p%d", i)
+					objs = append(objs, mkPod(uid, uid, node))
+					all = append(all, uid)
+				}
+				slices.Sort(all)
+				kube := fake.NewClientset(objs...)
+				rec := newRecorder()
+				src := New(kube, node, rec.sink())
+				ctx := start(t, src)
+				rec.waitFor(t, "the full set", hasUIDs(all...))
+				if err := tc.change(ctx, kube.CoreV1().Pods("default")); err != nil {
+					t.Fatal(err)
+				}
+				if tc.want.changed == nil {
+					// Nothing desired changed: a later add shows that
+					// nothing was delivered before it.
+					if err := create(ctx, kube.CoreV1().Pods("default"), mkPod("later", "later", node)); err != nil {
+						t.Fatal(err)
+					}
+					rec.waitFor(t, "with pod later", func(set []*v1.Pod) bool { return slices.Contains(uids(set), "later") })
+					tc.want = delta{changed: []string{"later"}, removed: []string{}}
+				}
+				var got delta
+				deadline := time.After(testTimeout)
+				for {
+					rec.mu.Lock()
+					var merged delta
+					for _, d := range rec.deltas[1:] {
+						merged.changed = append(merged.changed, d.changed...)
+						merged.removed = append(merged.removed, d.removed...)
+					}
+					rec.mu.Unlock()
+					got = delta{changed: append([]string{}, merged.changed...), removed: append([]string{}, merged.removed...)}
+					if len(got.changed)+len(got.removed) >= len(tc.want.changed)+len(tc.want.removed) {
+						break
+					}
+					select {
+					case <-rec.notify:
+					case <-deadline:
+						t.Fatalf("deliveries after the full set %+v, want %+v", got, tc.want)
+					}
+				}
+				if !slices.Equal(got.changed, tc.want.changed) || !slices.Equal(got.removed, tc.want.removed) {
+					t.Errorf("deliveries after the full set: changed %v removed %v, want changed %v removed %v", got.changed, got.removed, tc.want.changed, tc.want.removed)
+				}
+			})
+		}
+	}
+}
+
+type typedPods = corev1client.PodInterface
+
+func create(ctx context.Context, pods typedPods, p *v1.Pod) error {
+	_, err := pods.Create(ctx, p, metav1.CreateOptions{})
+	return err
 }

@@ -90,7 +90,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		return out
 	}
 	rec := newRecorder()
-	src := New(nodeClient, nodeName, rec.sink)
+	src := New(nodeClient, nodeName, rec.sink())
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- src.Run(runCtx) }()

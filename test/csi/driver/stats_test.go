@@ -52,3 +52,31 @@ func TestVolumeStatsNeedsTheMount(t *testing.T) {
 	_, err = c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id})
 	must(t, "DeleteVolume", err)
 }
+
+// TestBlockVolumeStats: a published block volume's target is a mount of
+// its loop device, and its stats are its capacity.
+func TestBlockVolumeStats(t *testing.T) {
+	td := startDriver(t, nil)
+	c, ctx := dial(t, td), testContext(t)
+	dir := filepath.Dir(td.cfg.Endpoint)
+	vol, err := c.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "pvc-block-stats", VolumeCapabilities: []*csi.VolumeCapability{blockCap()},
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 << 20}})
+	must(t, "CreateVolume", err)
+	id := vol.GetVolume().GetVolumeId()
+	staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "publish", "a")
+	_, err = c.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: blockCap()})
+	must(t, "NodeStageVolume", err)
+	_, err = c.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: blockCap()})
+	must(t, "NodePublishVolume", err)
+	st, err := c.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: id, VolumePath: target})
+	must(t, "NodeGetVolumeStats of the block target", err)
+	if u := st.GetUsage(); len(u) != 1 || u[0].GetUnit() != csi.VolumeUsage_BYTES || u[0].GetTotal() != 16<<20 {
+		t.Errorf("block volume usage %v, want 16 MiB total", u)
+	}
+	_, err = c.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
+	must(t, "NodeUnpublishVolume", err)
+	_, err = c.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
+	must(t, "NodeUnstageVolume", err)
+	_, err = c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id})
+	must(t, "DeleteVolume", err)
+}

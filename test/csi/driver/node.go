@@ -434,7 +434,7 @@ func (d *driver) NodeGetVolumeStats(_ context.Context, req *csi.NodeGetVolumeSta
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	v, err := d.volumeAt(req.GetVolumeId(), req.GetVolumePath())
+	v, err := d.mountedVolumeAt(req.GetVolumeId(), req.GetVolumePath())
 	if err != nil {
 		return nil, err
 	}

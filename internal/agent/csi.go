@@ -31,6 +31,7 @@ func (a *Agent) buildVolumePlugins(c *components, cl *kubeclient.Client, getter 
 		pvGetter = pvc.NewClientGetter(cl.Kube, a.opts.NodeName)
 		opts.Kube = cl.Kube
 		opts.Tokens = getter
+		opts.Events = c.recorder
 	}
 	drivers := csi.NewDrivers(nil, info)
 	c.closers = append(c.closers, drivers.Close)

@@ -91,6 +91,8 @@ type driver struct {
 	mountGroup bool
 	// volumeStats: GET_VOLUME_STATS, the driver measures its volumes.
 	volumeStats bool
+	// expand: EXPAND_VOLUME, the driver grows its volumes on the node.
+	expand bool
 }
 
 // Drivers is the set of registered CSI drivers; it implements
@@ -177,6 +179,8 @@ func (d *Drivers) probe(ctx context.Context, name, endpoint string, client csipb
 			drv.mountGroup = true
 		case csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS:
 			drv.volumeStats = true
+		case csipb.NodeServiceCapability_RPC_EXPAND_VOLUME:
+			drv.expand = true
 		}
 	}
 	if d.info != nil {

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
@@ -88,6 +89,8 @@ type PublisherOptions struct {
 	StatsPeriod time.Duration
 	// Clock paces RunStats and stamps the stats; default the real clock.
 	Clock clock.WithTicker
+	// Events records the events of volume expansion (expand.go); nil: none.
+	Events record.EventRecorder
 }
 
 // Publisher stages and publishes CSI volumes for pods; it is the
@@ -108,6 +111,8 @@ type Publisher struct {
 	stats   map[string]*statsapi.VolumeStats // uid/name; RunStats's last read
 	// afterStats, if set, is called after every read of the stats (tests).
 	afterStats func()
+
+	expand expandState // expand.go
 }
 
 var _ volume.Plugin = (*Publisher)(nil)
@@ -230,6 +235,7 @@ func (p *Publisher) SetUpPersistent(ctx context.Context, pod *v1.Pod, v *v1.Volu
 	m, err := p.publish(ctx, pod, cd, req)
 	if err == nil {
 		p.remember(pod, pv.Name, v)
+		p.expand.mark(string(pod.UID) + "/" + pv.Name)
 	}
 	return m, err
 }

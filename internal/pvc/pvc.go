@@ -70,6 +70,18 @@ type CSIPublisher interface {
 	SetUpPersistentBlock(ctx context.Context, pod *v1.Pod, v *v1.Volume, pv *v1.PersistentVolume, readOnly bool) (volume.Mounted, error)
 }
 
+// CSIExpander is a CSIPublisher that does the node's part of volume
+// expansion (package csi).
+//
+// Contract: ExpandPersistent runs after every SetUpPersistent of a
+// filesystem volume (each sync of the pod) with the claim and PV just
+// read; it grows the published volume when the claim asks for it and
+// records the new size on the claim. It returns an error only when the
+// pod must wait (an expansion due at mount failed).
+type CSIExpander interface {
+	ExpandPersistent(ctx context.Context, pod *v1.Pod, claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, readOnly bool) error
+}
+
 // Plugin is the volume.Plugin of claims. It is safe for concurrent use.
 type Plugin struct {
 	getter  Getter
@@ -161,7 +173,7 @@ func phaseOf(c *v1.PersistentVolumeClaim) v1.PersistentVolumeClaimPhase {
 
 // SetUp implements volume.Plugin.
 func (p *Plugin) SetUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) (volume.Mounted, error) {
-	_, pv, err := p.Resolve(ctx, pod, v)
+	claim, pv, err := p.Resolve(ctx, pod, v)
 	if err != nil {
 		return volume.Mounted{}, err
 	}
@@ -191,7 +203,16 @@ func (p *Plugin) SetUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) (volume.M
 		if p.csi == nil {
 			return volume.Mounted{}, fmt.Errorf("csi persistentvolume %q: %w", pv.Name, volume.ErrUnsupported)
 		}
-		return p.csi.SetUpPersistent(ctx, pod, v, pv, readOnly || src.CSI.ReadOnly)
+		m, err := p.csi.SetUpPersistent(ctx, pod, v, pv, readOnly || src.CSI.ReadOnly)
+		if err != nil {
+			return m, err
+		}
+		if e, ok := p.csi.(CSIExpander); ok {
+			if err := e.ExpandPersistent(ctx, pod, claim, pv, readOnly || src.CSI.ReadOnly); err != nil {
+				return volume.Mounted{}, err
+			}
+		}
+		return m, nil
 	}
 	return volume.Mounted{}, fmt.Errorf("persistentvolume %q: volume source %s: %w", pv.Name, sourceName(&pv.Spec.PersistentVolumeSource), volume.ErrUnsupported)
 }

@@ -156,7 +156,7 @@ func startLogged(t *testing.T, logDir, name, bin string, args ...string) {
 
 // runController runs the test provisioner, attacher and resizer of
 // test/csi/controller for the driver until the test ends, and creates the
-// driver's StorageClass, named after the driver.
+// driver's StorageClass, named after the driver, which allows expansion.
 func (d *csiDriver) runController(t *testing.T) {
 	t.Helper()
 	runCSIController(t, d.socket, csiDriverName)
@@ -190,12 +190,13 @@ func runCSIController(t *testing.T, socket, driverName string) {
 		}
 		_ = conn.Close()
 	})
-	del := v1.PersistentVolumeReclaimDelete
+	del, expand := v1.PersistentVolumeReclaimDelete, true
 	createObject(t, &storagev1.StorageClass{
-		TypeMeta:      metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
-		ObjectMeta:    metav1.ObjectMeta{Name: driverName},
-		Provisioner:   driverName,
-		ReclaimPolicy: &del,
+		TypeMeta:             metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
+		ObjectMeta:           metav1.ObjectMeta{Name: driverName},
+		Provisioner:          driverName,
+		ReclaimPolicy:        &del,
+		AllowVolumeExpansion: &expand,
 	}, "storageclass", driverName)
 }
 

@@ -45,6 +45,12 @@ type nodeServer struct {
 	mu    sync.Mutex
 	calls []string
 	last  map[string]any
+	reqs  []recorded // every request, in order
+}
+
+type recorded struct {
+	kind string
+	req  any
 }
 
 func (s *nodeServer) record(call string, req any) {
@@ -55,6 +61,7 @@ func (s *nodeServer) record(call string, req any) {
 		s.last = map[string]any{}
 	}
 	s.last[strings.Fields(call)[0]] = req
+	s.reqs = append(s.reqs, recorded{kind: strings.Fields(call)[0], req: req})
 }
 
 func (s *nodeServer) got() []string {
@@ -379,7 +386,6 @@ func TestInlineEphemeral(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	yes := true
 	ctx := context.Background()
 	tests := []struct {
 		name    string
@@ -391,11 +397,6 @@ func TestRefusals(t *testing.T) {
 		{name: "inline without Ephemeral mode", cd: csiDriverObj(nil), text: "does not support inline ephemeral volumes",
 			setUp: func(e *env) error {
 				_, err := e.pub.SetUp(ctx, pod("a"), &v1.Volume{Name: "x", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: testDriver}}})
-				return err
-			}},
-		{name: "requiresRepublish", cd: csiDriverObj(func(cd *storagev1.CSIDriver) { cd.Spec.RequiresRepublish = &yes }), wantErr: volume.ErrUnsupported,
-			setUp: func(e *env) error {
-				_, err := e.pub.SetUpPersistent(ctx, pod("a"), claimVolume(), csiPV("pv", "h"), false)
 				return err
 			}},
 		{name: "driver not registered", cd: csiDriverObj(nil), wantErr: ErrDriverNotRegistered,

@@ -330,6 +330,27 @@ func TestAttachRequired(t *testing.T) {
 	if _, err := e.kube.StorageV1().VolumeAttachments().Update(ctx, va, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Attached, but the node's status does not list it yet (another
+	// volume is listed).
+	node, err := e.kube.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.VolumesAttached = []v1.AttachedVolume{{Name: UniqueVolumeName(testDriver, "vol-2")}}
+	if node, err = e.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.pub.SetUpPersistent(ctx, pod("a"), claimVolume(), pv, false)
+	if ae := (*AttachError)(nil); !errors.As(err, &ae) || ae.EventReason() != "FailedAttachVolume" || !strings.Contains(err.Error(), "not attached according to node status") {
+		t.Fatalf("attached but not in the node's status: %v, want a FailedAttachVolume AttachError", err)
+	}
+	if got := srv.got(); len(got) != 0 {
+		t.Fatalf("the driver was called before the node's status listed the volume: %v", got)
+	}
+	node.Status.VolumesAttached = append(node.Status.VolumesAttached, v1.AttachedVolume{Name: UniqueVolumeName(testDriver, "vol-1"), DevicePath: "/dev/x"})
+	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.pub.SetUpPersistent(ctx, pod("a"), claimVolume(), pv, false); err != nil {
 		t.Fatal(err)
 	}

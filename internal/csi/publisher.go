@@ -279,6 +279,9 @@ func (p *Publisher) persistentRequest(ctx context.Context, pv *v1.PersistentVolu
 			}
 			return request{}, nil, &AttachError{Msg: fmt.Sprintf("volume %q: VolumeAttachment %s %s", pv.Name, req.attachID, msg)}
 		}
+		if err := p.attachedInNodeStatus(ctx, pv.Name, src.Driver, src.VolumeHandle); err != nil {
+			return request{}, nil, err
+		}
 		req.pubCtx = va.Status.AttachmentMetadata
 	}
 	return req, cd, nil
@@ -710,7 +713,7 @@ func (p *Publisher) VolumesInUse() []v1.UniqueVolumeName {
 		if d.VolumeLifecycleMode == modeEphemeral {
 			continue
 		}
-		n := v1.UniqueVolumeName("kubernetes.io/csi/" + d.DriverName + "^" + d.VolumeHandle)
+		n := UniqueVolumeName(d.DriverName, d.VolumeHandle)
 		if !seen[n] {
 			seen[n] = true
 			out = append(out, n)

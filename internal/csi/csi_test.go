@@ -41,6 +41,8 @@ type nodeServer struct {
 	mountGroup bool
 	stageErr   error
 	publishErr error
+	// onStage and onUnstage, when set, run at the start of the call.
+	onStage, onUnstage func()
 
 	mu    sync.Mutex
 	calls []string
@@ -94,6 +96,9 @@ func (s *nodeServer) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolume
 	if _, err := os.Stat(r.StagingTargetPath); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "staging path: %v", err)
 	}
+	if s.onStage != nil {
+		s.onStage()
+	}
 	if s.stageErr != nil {
 		return nil, s.stageErr
 	}
@@ -102,6 +107,9 @@ func (s *nodeServer) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolume
 }
 
 func (s *nodeServer) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
+	if s.onUnstage != nil {
+		s.onUnstage()
+	}
 	s.record("unstage "+r.VolumeId, r)
 	return &csipb.NodeUnstageVolumeResponse{}, nil
 }

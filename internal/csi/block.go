@@ -59,11 +59,10 @@ func (p *Publisher) SetUpPersistentBlock(ctx context.Context, pod *v1.Pod, _ *v1
 		return volume.Mounted{}, err
 	}
 	mounted := volume.Mounted{HostPath: volume.DeviceLink(p.opts.RootDir, pod.UID, PluginDir, pv.Name), ReadOnly: readOnly, Device: true}
-	key := string(pod.UID) + "/" + pv.Name
-	p.mu.Lock()
-	_, done := p.published[key]
-	p.mu.Unlock()
-	if done {
+	if p.isPublished(string(pod.UID) + "/" + pv.Name) {
+		p.republishIfDue(ctx, pod, pv.Name, true, func(ctx context.Context) (request, *storagev1.CSIDriver, error) {
+			return p.persistentRequest(ctx, pv, readOnly)
+		})
 		return mounted, nil
 	}
 	req, cd, err := p.persistentRequest(ctx, pv, readOnly)
@@ -81,9 +80,8 @@ func (p *Publisher) publishBlock(ctx context.Context, pod *v1.Pod, cd *storagev1
 		return err
 	}
 	key := string(pod.UID) + "/" + req.name
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.published[key]; ok {
+	defer p.locks.lock(req.driver, req.handle)()
+	if p.isPublished(key) {
 		return nil
 	}
 	stageSecrets, err := p.secrets(ctx, req.stageRef)
@@ -94,10 +92,7 @@ func (p *Publisher) publishBlock(ctx context.Context, pod *v1.Pod, cd *storagev1
 	if err != nil {
 		return err
 	}
-	capability := &csipb.VolumeCapability{
-		AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}},
-		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: req.accessMode},
-	}
+	capability := blockCapability(req)
 	vd := volData{
 		SpecVolID: req.name, VolumeHandle: req.handle, DriverName: req.driver, NodeName: p.opts.NodeName,
 		AttachmentID: req.attachID, VolumeLifecycleMode: req.mode,
@@ -113,9 +108,8 @@ func (p *Publisher) publishBlock(ctx context.Context, pod *v1.Pod, cd *storagev1
 	if _, err := volume.LinkDevice(p.opts.RootDir, pod.UID, PluginDir, req.name, target); err != nil {
 		return err
 	}
-	staging := ""
-	if drv.stage {
-		staging = p.BlockStagingPath(req.name)
+	staging := p.blockStaging(drv, req)
+	if staging != "" {
 		if err := p.stageBlock(ctx, drv, req, staging, capability, stageSecrets); err != nil {
 			return err
 		}
@@ -134,16 +128,16 @@ func (p *Publisher) publishBlock(ctx context.Context, pod *v1.Pod, cd *storagev1
 	if err != nil {
 		return fmt.Errorf("NodePublishVolume of block volume %q (driver %s): %w", req.name, req.driver, err)
 	}
-	p.published[key] = vd
+	p.markPublished(key, vd, cd, req)
 	klog.FromContext(ctx).V(2).Info("CSI block volume published", "pod", klog.KObj(pod), "podUID", pod.UID, "volume", req.name, "driver", req.driver)
 	return nil
 }
 
-// stageBlock stages a raw block volume unless it is staged already.
-// p.mu is held.
+// stageBlock stages a raw block volume unless it is staged already. The
+// volume's lock is held.
 func (p *Publisher) stageBlock(ctx context.Context, drv *driver, req request, staging string, capability *csipb.VolumeCapability, secrets map[string]string) error {
 	key := req.driver + "/" + req.handle
-	if p.staged[key] {
+	if p.isStaged(key) {
 		return nil
 	}
 	if err := os.MkdirAll(staging, 0o750); err != nil {
@@ -156,7 +150,7 @@ func (p *Publisher) stageBlock(ctx context.Context, drv *driver, req request, st
 	if err != nil {
 		return fmt.Errorf("NodeStageVolume of block volume %q (driver %s): %w", req.name, req.driver, err)
 	}
-	p.staged[key] = true
+	p.setStaged(key, true)
 	return nil
 }
 
@@ -202,7 +196,7 @@ func (p *Publisher) reconstructBlock(ctx context.Context, pod *v1.Pod) error {
 }
 
 // tearDownBlock unpublishes every raw block volume of the pod, then
-// unstages each one no other pod links any more. p.mu is held.
+// unstages each one no other pod links any more.
 func (p *Publisher) tearDownBlock(ctx context.Context, uid types.UID) error {
 	vols, err := p.podBlockVolumes(uid)
 	if err != nil {
@@ -210,19 +204,37 @@ func (p *Publisher) tearDownBlock(ctx context.Context, uid types.UID) error {
 	}
 	var errs []error
 	for name, d := range vols {
-		if err := p.unpublishBlock(ctx, uid, name, d); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := p.unstageBlockIfUnused(ctx, name, d); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, p.tearDownVolume(ctx, p.blockKind(), uid, name, d))
 	}
 	return errors.Join(errs...)
 }
 
+// blockKind is the layout of raw block volumes: a pod's link records its
+// publication; the staging directory and the record go with the last link.
+func (p *Publisher) blockKind() volumeKind {
+	return volumeKind{
+		unpublish: p.unpublishBlock,
+		staging: func(name string, d volData) (string, bool, []string) {
+			staging := p.BlockStagingPath(name)
+			_, err := os.Stat(staging)
+			dataDir := p.blockDataDir(name)
+			return staging, err == nil, []string{staging, filepath.Join(dataDir, volDataFile), dataDir, filepath.Join(filepath.Dir(dataDir), "dev"), filepath.Dir(dataDir)}
+		},
+		uses: func(uid types.UID, name string, _ volData) (bool, error) {
+			_, err := os.Lstat(volume.DeviceLink(p.opts.RootDir, uid, PluginDir, name))
+			if err == nil {
+				return true, nil
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				return false, fmt.Errorf("check block volume %q of pod %s: %w", name, uid, err)
+			}
+			return false, nil
+		},
+	}
+}
+
 // unpublishBlock unpublishes one raw block volume of a pod and removes its
-// link. p.mu is held.
+// link. The volume's lock is held.
 func (p *Publisher) unpublishBlock(ctx context.Context, uid types.UID, name string, d volData) error {
 	target := p.BlockPublishPath(name, uid)
 	// Upstream's kubelet, when it mapped the volume before a switch, holds
@@ -248,59 +260,7 @@ func (p *Publisher) unpublishBlock(ctx context.Context, uid types.UID, name stri
 	}
 	// The volume's publish directory goes with its last publication.
 	_ = os.Remove(filepath.Dir(target))
-	delete(p.published, string(uid)+"/"+name)
+	p.forgetPublished(string(uid) + "/" + name)
 	klog.FromContext(ctx).V(2).Info("CSI block volume unpublished", "podUID", uid, "volume", name, "driver", d.DriverName)
 	return nil
-}
-
-// unstageBlockIfUnused unstages a raw block volume no pod links, and
-// removes its record. p.mu is held.
-func (p *Publisher) unstageBlockIfUnused(ctx context.Context, name string, d volData) error {
-	used, err := p.blockInUse(name)
-	if err != nil || used {
-		return err
-	}
-	staging := p.BlockStagingPath(name)
-	if _, err := os.Stat(staging); err == nil && d.VolumeHandle != "" {
-		drv, err := p.opts.Drivers.get(d.DriverName)
-		if err != nil {
-			return fmt.Errorf("unstage block volume %q: %w", name, err)
-		}
-		if drv.stage {
-			if _, err := drv.client.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: d.VolumeHandle, StagingTargetPath: staging}); err != nil {
-				return fmt.Errorf("NodeUnstageVolume of block volume %q (driver %s): %w", name, d.DriverName, err)
-			}
-			klog.FromContext(ctx).V(2).Info("CSI block volume unstaged", "volumeHandle", d.VolumeHandle, "driver", d.DriverName)
-		}
-	}
-	dataDir := p.blockDataDir(name)
-	for _, path := range []string{staging, filepath.Join(dataDir, volDataFile), dataDir, filepath.Join(filepath.Dir(dataDir), "dev"), filepath.Dir(dataDir)} {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove %s: %w", path, err)
-		}
-	}
-	delete(p.staged, d.DriverName+"/"+d.VolumeHandle)
-	return nil
-}
-
-// blockInUse reports whether any pod directory still links the raw block
-// volume.
-func (p *Publisher) blockInUse(name string) (bool, error) {
-	entries, err := os.ReadDir(filepath.Join(p.opts.RootDir, "pods"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("list pod directories: %w", err)
-	}
-	for _, e := range entries {
-		_, err := os.Lstat(volume.DeviceLink(p.opts.RootDir, types.UID(e.Name()), PluginDir, name))
-		if err == nil {
-			return true, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return false, fmt.Errorf("check block volume %q of pod %s: %w", name, e.Name(), err)
-		}
-	}
-	return false, nil
 }

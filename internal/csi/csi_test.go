@@ -46,10 +46,18 @@ type nodeServer struct {
 	statsErr    error
 	stageErr    error
 	publishErr  error
+	// onStage and onUnstage, when set, run at the start of the call.
+	onStage, onUnstage func()
 
 	mu    sync.Mutex
 	calls []string
 	last  map[string]any
+	reqs  []recorded // every request, in order
+}
+
+type recorded struct {
+	kind string
+	req  any
 }
 
 func (s *nodeServer) record(call string, req any) {
@@ -60,6 +68,7 @@ func (s *nodeServer) record(call string, req any) {
 		s.last = map[string]any{}
 	}
 	s.last[strings.Fields(call)[0]] = req
+	s.reqs = append(s.reqs, recorded{kind: strings.Fields(call)[0], req: req})
 }
 
 func (s *nodeServer) got() []string {
@@ -109,6 +118,9 @@ func (s *nodeServer) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolume
 	if _, err := os.Stat(r.StagingTargetPath); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "staging path: %v", err)
 	}
+	if s.onStage != nil {
+		s.onStage()
+	}
 	if s.stageErr != nil {
 		return nil, s.stageErr
 	}
@@ -117,6 +129,9 @@ func (s *nodeServer) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolume
 }
 
 func (s *nodeServer) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
+	if s.onUnstage != nil {
+		s.onUnstage()
+	}
 	s.record("unstage "+r.VolumeId, r)
 	return &csipb.NodeUnstageVolumeResponse{}, nil
 }
@@ -345,6 +360,27 @@ func TestAttachRequired(t *testing.T) {
 	if _, err := e.kube.StorageV1().VolumeAttachments().Update(ctx, va, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Attached, but the node's status does not list it yet (another
+	// volume is listed).
+	node, err := e.kube.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.VolumesAttached = []v1.AttachedVolume{{Name: UniqueVolumeName(testDriver, "vol-2")}}
+	if node, err = e.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.pub.SetUpPersistent(ctx, pod("a"), claimVolume(), pv, false)
+	if ae := (*AttachError)(nil); !errors.As(err, &ae) || ae.EventReason() != "FailedAttachVolume" || !strings.Contains(err.Error(), "not attached according to node status") {
+		t.Fatalf("attached but not in the node's status: %v, want a FailedAttachVolume AttachError", err)
+	}
+	if got := srv.got(); len(got) != 0 {
+		t.Fatalf("the driver was called before the node's status listed the volume: %v", got)
+	}
+	node.Status.VolumesAttached = append(node.Status.VolumesAttached, v1.AttachedVolume{Name: UniqueVolumeName(testDriver, "vol-1"), DevicePath: "/dev/x"})
+	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.pub.SetUpPersistent(ctx, pod("a"), claimVolume(), pv, false); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +437,6 @@ func TestInlineEphemeral(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
-	yes := true
 	ctx := context.Background()
 	tests := []struct {
 		name    string
@@ -413,11 +448,6 @@ func TestRefusals(t *testing.T) {
 		{name: "inline without Ephemeral mode", cd: csiDriverObj(nil), text: "does not support inline ephemeral volumes",
 			setUp: func(e *env) error {
 				_, err := e.pub.SetUp(ctx, pod("a"), &v1.Volume{Name: "x", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: testDriver}}})
-				return err
-			}},
-		{name: "requiresRepublish", cd: csiDriverObj(func(cd *storagev1.CSIDriver) { cd.Spec.RequiresRepublish = &yes }), wantErr: volume.ErrUnsupported,
-			setUp: func(e *env) error {
-				_, err := e.pub.SetUpPersistent(ctx, pod("a"), claimVolume(), csiPV("pv", "h"), false)
 				return err
 			}},
 		{name: "driver not registered", cd: csiDriverObj(nil), wantErr: ErrDriverNotRegistered,

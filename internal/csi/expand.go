@@ -72,11 +72,14 @@ func (s *expandState) done(key string) {
 // A final driver error also marks the claim: NodeResizeInfeasible for
 // InvalidArgument and OutOfRange, else a NodeResizeError condition.
 func (p *Publisher) ExpandPersistent(ctx context.Context, pod *v1.Pod, claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, readOnly bool) error {
+	if pv.Spec.CSI == nil || p.opts.Kube == nil {
+		return nil
+	}
+	// The volume's lock: no unstage or unpublish of it meanwhile.
+	unlock := p.locks.lock(pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle)
+	defer unlock()
 	key := string(pod.UID) + "/" + pv.Name
-	p.mu.Lock()
-	_, published := p.published[key]
-	p.mu.Unlock()
-	if !published || pv.Spec.CSI == nil || p.opts.Kube == nil {
+	if !p.isPublished(key) {
 		return nil
 	}
 	atMount := p.expand.pending(key)

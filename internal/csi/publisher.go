@@ -87,22 +87,31 @@ type PublisherOptions struct {
 	// StatsPeriod is how often RunStats reads the volumes' stats from
 	// their drivers (volumeStatsAggPeriod); zero or negative: never.
 	StatsPeriod time.Duration
-	// Clock paces RunStats and stamps the stats; default the real clock.
+	// Clock paces RunStats, stamps the stats and times republications
+	// (requiresRepublish); default the real clock.
 	Clock clock.WithTicker
 	// Events records the events of volume expansion (expand.go); nil: none.
 	Events record.EventRecorder
+	// RepublishInterval is the least time between two publications of a
+	// volume whose driver requires republishing (see republish.go).
+	// Default DefaultRepublishInterval.
+	RepublishInterval time.Duration
 }
 
 // Publisher stages and publishes CSI volumes for pods; it is the
 // volume.Plugin of inline CSI volumes and the pvc.CSIPublisher of CSI
-// persistent volumes. Stage and unstage decisions are serialized; safe for
-// concurrent use.
+// persistent volumes. The operations on one volume (stage, publish,
+// unpublish, unstage) are serialized by its lock (locks.go), those on
+// different volumes run concurrently; safe for concurrent use.
 type Publisher struct {
-	opts PublisherOptions
+	opts  PublisherOptions
+	locks volumeLocks
 
+	// mu guards the maps; it is never held across a driver call.
 	mu        sync.Mutex
-	staged    map[string]bool    // driver/handle
-	published map[string]volData // uid/name
+	staged    map[string]bool          // driver/handle
+	published map[string]volData       // uid/name
+	repub     map[string]*republishing // uid/name
 	// reportedAs are the pod volumes the filesystem publications are
 	// reported under in stats (stats.go), by uid/name.
 	reportedAs map[string]podVolume
@@ -122,7 +131,11 @@ func NewPublisher(opts PublisherOptions) *Publisher {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	return &Publisher{opts: opts, staged: map[string]bool{}, published: map[string]volData{}, reportedAs: map[string]podVolume{}}
+	if opts.RepublishInterval <= 0 {
+		opts.RepublishInterval = DefaultRepublishInterval
+	}
+	return &Publisher{opts: opts, staged: map[string]bool{}, published: map[string]volData{}, repub: map[string]*republishing{},
+		reportedAs: map[string]podVolume{}}
 }
 
 // volData is upstream's vol_data.json.
@@ -185,19 +198,36 @@ func (p *Publisher) SetUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) (volum
 		return volume.Mounted{}, err
 	}
 	src := v.CSI
+	build := func(ctx context.Context) (request, *storagev1.CSIDriver, error) { return p.inlineRequest(ctx, pod, v) }
 	if m, ok := p.alreadyPublished(pod, v.Name, src.ReadOnly != nil && *src.ReadOnly); ok {
 		p.remember(pod, v.Name, v)
+		p.republishIfDue(ctx, pod, v.Name, false, build)
 		return m, nil
 	}
-	if _, err := p.opts.Drivers.get(src.Driver); err != nil {
-		return volume.Mounted{}, err
-	}
-	cd, err := p.csiDriver(ctx, src.Driver)
+	req, cd, err := build(ctx)
 	if err != nil {
 		return volume.Mounted{}, err
 	}
+	m, err := p.publish(ctx, pod, cd, req)
+	if err == nil {
+		p.remember(pod, v.Name, v)
+	}
+	return m, err
+}
+
+// inlineRequest is the publication of an inline CSI volume: its driver
+// must be registered and support ephemeral volumes.
+func (p *Publisher) inlineRequest(ctx context.Context, pod *v1.Pod, v *v1.Volume) (request, *storagev1.CSIDriver, error) {
+	src := v.CSI
+	if _, err := p.opts.Drivers.get(src.Driver); err != nil {
+		return request{}, nil, err
+	}
+	cd, err := p.csiDriver(ctx, src.Driver)
+	if err != nil {
+		return request{}, nil, err
+	}
 	if cd == nil || !hasMode(cd, storagev1.VolumeLifecycleEphemeral) {
-		return volume.Mounted{}, fmt.Errorf("CSI driver %q does not support inline ephemeral volumes (its CSIDriver object does not list volumeLifecycleModes Ephemeral)", src.Driver)
+		return request{}, nil, fmt.Errorf("CSI driver %q does not support inline ephemeral volumes (its CSIDriver object does not list volumeLifecycleModes Ephemeral)", src.Driver)
 	}
 	req := request{
 		name: v.Name, driver: src.Driver, handle: "csi-" + sha(string(pod.UID)+v.Name), mode: modeEphemeral,
@@ -210,11 +240,7 @@ func (p *Publisher) SetUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) (volum
 	if src.NodePublishSecretRef != nil {
 		req.publishRef = &v1.SecretReference{Namespace: pod.Namespace, Name: src.NodePublishSecretRef.Name}
 	}
-	m, err := p.publish(ctx, pod, cd, req)
-	if err == nil {
-		p.remember(pod, v.Name, v)
-	}
-	return m, err
+	return req, cd, nil
 }
 
 // SetUpPersistent implements pvc.CSIPublisher: waits for the attachment
@@ -226,6 +252,9 @@ func (p *Publisher) SetUpPersistent(ctx context.Context, pod *v1.Pod, v *v1.Volu
 	}
 	if m, ok := p.alreadyPublished(pod, pv.Name, readOnly); ok {
 		p.remember(pod, pv.Name, v)
+		p.republishIfDue(ctx, pod, pv.Name, false, func(ctx context.Context) (request, *storagev1.CSIDriver, error) {
+			return p.persistentRequest(ctx, pv, readOnly)
+		})
 		return m, nil
 	}
 	req, cd, err := p.persistentRequest(ctx, pv, readOnly)
@@ -279,6 +308,9 @@ func (p *Publisher) persistentRequest(ctx context.Context, pv *v1.PersistentVolu
 			}
 			return request{}, nil, &AttachError{Msg: fmt.Sprintf("volume %q: VolumeAttachment %s %s", pv.Name, req.attachID, msg)}
 		}
+		if err := p.attachedInNodeStatus(ctx, pv.Name, src.Driver, src.VolumeHandle); err != nil {
+			return request{}, nil, err
+		}
 		req.pubCtx = va.Status.AttachmentMetadata
 	}
 	return req, cd, nil
@@ -311,9 +343,6 @@ func (p *Publisher) csiDriver(ctx context.Context, name string) (*storagev1.CSID
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get CSIDriver %s: %w", name, err)
-	}
-	if cd.Spec.RequiresRepublish != nil && *cd.Spec.RequiresRepublish {
-		return nil, fmt.Errorf("CSI driver %q sets requiresRepublish, which heartlet does not support yet: %w", name, volume.ErrUnsupported)
 	}
 	return cd, nil
 }
@@ -398,18 +427,14 @@ func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSID
 	dir := p.PublishDir(pod.UID, req.name)
 	target := filepath.Join(dir, "mount")
 	mounted := volume.Mounted{HostPath: target, ReadOnly: req.readOnly, Ownership: ownership(cd, req)}
-	// A driver with VOLUME_MOUNT_GROUP applies the fsGroup itself, as
-	// upstream delegates it, unless the policy says None.
-	mountGroup := ""
-	if fsGroup := podFSGroup(pod); fsGroup != "" && drv.mountGroup && !policyNone(cd) {
-		mountGroup = fsGroup
+	capability := mountCapability(drv, pod, cd, req)
+	if capability.GetMount().GetVolumeMountGroup() != "" {
 		mounted.Ownership = false
 	}
 	key := string(pod.UID) + "/" + req.name
 
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.published[key]; ok {
+	defer p.locks.lock(req.driver, req.handle)()
+	if p.isPublished(key) {
 		return mounted, nil
 	}
 	stageSecrets, err := p.secrets(ctx, req.stageRef)
@@ -419,10 +444,6 @@ func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSID
 	publishSecrets, err := p.secrets(ctx, req.publishRef)
 	if err != nil {
 		return volume.Mounted{}, err
-	}
-	capability := &csipb.VolumeCapability{
-		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: req.fsType, MountFlags: req.mountFlags, VolumeMountGroup: mountGroup}},
-		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: req.accessMode},
 	}
 	if _, err := volume.MakePodDir(p.opts.RootDir, pod.UID, "volumes", PluginDir); err != nil {
 		return volume.Mounted{}, err
@@ -439,9 +460,8 @@ func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSID
 	if err := writeVolData(dir, vd); err != nil {
 		return volume.Mounted{}, err
 	}
-	staging := ""
-	if drv.stage && req.mode == modePersistent {
-		staging = filepath.Join(p.StagingDir(req.driver, req.handle), globalMount)
+	staging := p.mountStaging(drv, req)
+	if staging != "" {
 		if err := p.stage(ctx, drv, req, staging, capability, stageSecrets); err != nil {
 			return volume.Mounted{}, err
 		}
@@ -457,15 +477,16 @@ func (p *Publisher) publish(ctx context.Context, pod *v1.Pod, cd *storagev1.CSID
 	if err != nil {
 		return volume.Mounted{}, fmt.Errorf("NodePublishVolume of volume %q (driver %s): %w", req.name, req.driver, err)
 	}
-	p.published[key] = vd
+	p.markPublished(key, vd, cd, req)
 	klog.FromContext(ctx).V(2).Info("CSI volume published", "pod", klog.KObj(pod), "podUID", pod.UID, "volume", req.name, "driver", req.driver)
 	return mounted, nil
 }
 
-// stage stages the volume unless it is staged already. p.mu is held.
+// stage stages the volume unless it is staged already. The volume's lock
+// is held.
 func (p *Publisher) stage(ctx context.Context, drv *driver, req request, staging string, capability *csipb.VolumeCapability, secrets map[string]string) error {
 	key := req.driver + "/" + req.handle
-	if p.staged[key] {
+	if p.isStaged(key) {
 		return nil
 	}
 	if err := os.MkdirAll(staging, 0o750); err != nil {
@@ -481,7 +502,7 @@ func (p *Publisher) stage(ctx context.Context, drv *driver, req request, staging
 	if err != nil {
 		return fmt.Errorf("NodeStageVolume of volume %q (driver %s): %w", req.name, req.driver, err)
 	}
-	p.staged[key] = true
+	p.setStaged(key, true)
 	return nil
 }
 
@@ -646,23 +667,41 @@ func (p *Publisher) TearDown(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var errs []error
 	for name, d := range vols {
-		if err := p.unpublish(ctx, uid, name, d); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := p.unstageIfUnused(ctx, d); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, p.tearDownVolume(ctx, p.mountKind(), uid, name, d))
 	}
 	errs = append(errs, p.tearDownBlock(ctx, uid))
 	return errors.Join(errs...)
 }
 
-// unpublish unpublishes one volume of a pod and removes its record.
+// mountKind is the layout of filesystem volumes: published below the
+// pod's volumes, staged in StagingDir with a vol_data.json.
+func (p *Publisher) mountKind() volumeKind {
+	return volumeKind{
+		unpublish: p.unpublish,
+		staging: func(_ string, d volData) (string, bool, []string) {
+			dir := p.StagingDir(d.DriverName, d.VolumeHandle)
+			if _, err := readVolData(dir); errors.Is(err, fs.ErrNotExist) {
+				return "", false, nil // not staged (ephemeral, or a driver that does not stage)
+			}
+			staging := filepath.Join(dir, globalMount)
+			return staging, true, []string{staging, filepath.Join(dir, volDataFile), dir}
+		},
+		uses: func(uid types.UID, _ string, d volData) (bool, error) {
+			vols, err := p.podVolumes(uid)
+			for _, o := range vols {
+				if o.DriverName == d.DriverName && o.VolumeHandle == d.VolumeHandle {
+					return true, nil
+				}
+			}
+			return false, err
+		},
+	}
+}
+
+// unpublish unpublishes one volume of a pod and removes its record. The
+// volume's lock is held.
 func (p *Publisher) unpublish(ctx context.Context, uid types.UID, name string, d volData) error {
 	drv, err := p.opts.Drivers.get(d.DriverName)
 	if err != nil {
@@ -685,63 +724,9 @@ func (p *Publisher) unpublish(ctx context.Context, uid types.UID, name string, d
 	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
-	delete(p.published, string(uid)+"/"+name)
-	delete(p.reportedAs, string(uid)+"/"+name)
+	p.forgetPublished(string(uid) + "/" + name)
 	klog.FromContext(ctx).V(2).Info("CSI volume unpublished", "podUID", uid, "volume", name, "driver", d.DriverName)
 	return nil
-}
-
-// unstageIfUnused unstages a staged volume that no pod directory names.
-// p.mu is held.
-func (p *Publisher) unstageIfUnused(ctx context.Context, d volData) error {
-	dir := p.StagingDir(d.DriverName, d.VolumeHandle)
-	if _, err := readVolData(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil // not staged (ephemeral, or a driver that does not stage)
-	}
-	used, err := p.inUse(d)
-	if err != nil || used {
-		return err
-	}
-	drv, err := p.opts.Drivers.get(d.DriverName)
-	if err != nil {
-		return fmt.Errorf("unstage volume %s: %w", d.VolumeHandle, err)
-	}
-	staging := filepath.Join(dir, globalMount)
-	if _, err := drv.client.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: d.VolumeHandle, StagingTargetPath: staging}); err != nil {
-		return fmt.Errorf("NodeUnstageVolume of volume %s (driver %s): %w", d.VolumeHandle, d.DriverName, err)
-	}
-	for _, path := range []string{staging, filepath.Join(dir, volDataFile), dir} {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove %s: %w", path, err)
-		}
-	}
-	delete(p.staged, d.DriverName+"/"+d.VolumeHandle)
-	klog.FromContext(ctx).V(2).Info("CSI volume unstaged", "volumeHandle", d.VolumeHandle, "driver", d.DriverName)
-	return nil
-}
-
-// inUse reports whether any pod directory still records a publication of
-// the volume.
-func (p *Publisher) inUse(d volData) (bool, error) {
-	entries, err := os.ReadDir(filepath.Join(p.opts.RootDir, "pods"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("list pod directories: %w", err)
-	}
-	for _, e := range entries {
-		vols, err := p.podVolumes(types.UID(e.Name()))
-		if err != nil {
-			return false, err
-		}
-		for _, o := range vols {
-			if o.DriverName == d.DriverName && o.VolumeHandle == d.VolumeHandle {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
 }
 
 // VolumesInUse lists the persistent CSI volumes published for pods, by
@@ -757,7 +742,7 @@ func (p *Publisher) VolumesInUse() []v1.UniqueVolumeName {
 		if d.VolumeLifecycleMode == modeEphemeral {
 			continue
 		}
-		n := v1.UniqueVolumeName("kubernetes.io/csi/" + d.DriverName + "^" + d.VolumeHandle)
+		n := UniqueVolumeName(d.DriverName, d.VolumeHandle)
 		if !seen[n] {
 			seen[n] = true
 			out = append(out, n)

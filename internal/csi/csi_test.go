@@ -154,7 +154,7 @@ func (s *nodeServer) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpubli
 }
 
 // serveDriver serves srv on a Unix socket until the test ends.
-func serveDriver(t *testing.T, srv *nodeServer) string {
+func serveDriver(t *testing.T, srv csipb.NodeServer) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "csi")
 	if err != nil {

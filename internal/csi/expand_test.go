@@ -2,8 +2,6 @@ package csi
 
 import (
 	"context"
-	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,7 +9,6 @@ import (
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
@@ -301,7 +298,7 @@ func newExpandEnv(t *testing.T, srv *expandServer, claim *v1.PersistentVolumeCla
 	e := &env{root: t.TempDir(), kube: kube, srv: srv.nodeServer}
 	e.drivers = NewDrivers(nil, NewNodeInfo(kube, testNode))
 	t.Cleanup(e.drivers.Close)
-	if err := e.drivers.Register(context.Background(), testDriver, serveExpandDriver(t, srv), []string{"1.0.0"}); err != nil {
+	if err := e.drivers.Register(context.Background(), testDriver, serveDriver(t, srv), []string{"1.0.0"}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	e.pub = e.newPublisher()
@@ -318,24 +315,4 @@ func drain(rec *record.FakeRecorder) []string {
 			return out
 		}
 	}
-}
-
-// serveExpandDriver is serveDriver for an expandServer.
-func serveExpandDriver(t *testing.T, srv *expandServer) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "csi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "csi.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	csipb.RegisterNodeServer(s, srv)
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(s.Stop)
-	return sock
 }

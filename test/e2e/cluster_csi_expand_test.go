@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -15,34 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// expandCall is a NodeExpandVolume line of the driver's record file.
-type expandCall struct {
-	Method        string `json:"method"`
-	VolumeID      string `json:"volumeID"`
-	TargetPath    string `json:"targetPath"`
-	CapacityBytes int64  `json:"capacityBytes"`
-	Error         string `json:"error"`
-}
-
 // expansions lists the successful NodeExpandVolume calls on a volume.
-func (d *csiDriver) expansions(t *testing.T, volumeID string) []expandCall {
+func (d *csiDriver) expansions(t *testing.T, volumeID string) []csiCall {
 	t.Helper()
-	f, err := os.Open(d.recordPath)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []expandCall
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var c expandCall
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("record line %q: %v", sc.Text(), err)
-		}
+	var out []csiCall
+	for _, c := range d.calls(t) {
 		if c.Method == "NodeExpandVolume" && c.Error == "" && c.VolumeID == volumeID {
 			out = append(out, c)
 		}

@@ -52,6 +52,7 @@ type csiCall struct {
 	StagingTargetPath string            `json:"stagingTargetPath"`
 	TargetPath        string            `json:"targetPath"`
 	VolumeContext     map[string]string `json:"volumeContext"`
+	CapacityBytes     int64             `json:"capacityBytes"`
 	Error             string            `json:"error"`
 }
 

@@ -290,6 +290,26 @@ func TestExpandUnpublished(t *testing.T) {
 	}
 }
 
+// TestExpandPendingGoesWithThePod: a publication whose expansion has not
+// been done yet is forgotten with its pod, not kept until a restart.
+func TestExpandPendingGoesWithThePod(t *testing.T) {
+	srv := &expandServer{nodeServer: &nodeServer{stage: true}, expand: true}
+	e := newExpandEnv(t, srv, resizeClaim(v1.PersistentVolumeClaimNodeResizePending))
+	ctx := context.Background()
+	if _, err := e.pub.SetUpPersistent(ctx, pod("a"), claimVolume(), grownPV(), false); err != nil {
+		t.Fatal(err)
+	}
+	if !e.pub.expand.pending("a/pv-1") {
+		t.Fatal("a fresh publication is not pending its expansion")
+	}
+	if err := e.pub.TearDown(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if e.pub.expand.pending("a/pv-1") {
+		t.Error("the expansion is still pending after the pod went")
+	}
+}
+
 // newExpandEnv is newEnv for an expandServer, with the claim.
 func newExpandEnv(t *testing.T, srv *expandServer, claim *v1.PersistentVolumeClaim) *env {
 	t.Helper()

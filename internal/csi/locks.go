@@ -65,6 +65,7 @@ func (p *Publisher) forgetPublished(key string) {
 	delete(p.published, key)
 	delete(p.repub, key)
 	delete(p.reportedAs, key)
+	p.expand.done(key)
 }
 
 func (p *Publisher) isStaged(key string) bool {

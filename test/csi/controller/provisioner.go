@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	v1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
@@ -47,7 +49,7 @@ func RunProvisioner(ctx context.Context, cfg Config) error {
 		return err
 	}
 	l := newLoop(cfg, "provisioner")
-	p := &provisioner{cfg: cfg, csi: csi.NewControllerClient(cfg.CSI)}
+	p := &provisioner{cfg: cfg, csi: csi.NewControllerClient(cfg.CSI), deleted: map[types.UID]bool{}}
 	pvcs := l.factory.Core().V1().PersistentVolumeClaims()
 	pvs := l.factory.Core().V1().PersistentVolumes()
 	p.pvcs, p.pvs = pvcs.Lister(), pvs.Lister()
@@ -82,6 +84,12 @@ type provisioner struct {
 	classes  storagelisters.StorageClassLister
 	csiNodes storagelisters.CSINodeLister
 	nodes    corelisters.NodeLister
+
+	// deleted are the PVs (by UID) whose volume was deleted: the
+	// informer's copy may not show the PV's deletion yet when another
+	// event of it comes, and the volume is deleted once.
+	mu      sync.Mutex
+	deleted map[types.UID]bool
 }
 
 // syncClaim provisions the claim key (namespace/name) if it is the
@@ -285,8 +293,16 @@ func (p *provisioner) syncVolume(ctx context.Context, name string) error {
 		pv.Status.Phase != v1.VolumeReleased || pv.Spec.PersistentVolumeReclaimPolicy != v1.PersistentVolumeReclaimDelete {
 		return nil
 	}
-	if _, err := p.csi.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: pv.Spec.CSI.VolumeHandle}); err != nil {
-		return fmt.Errorf("DeleteVolume %s of PV %s: %w", pv.Spec.CSI.VolumeHandle, name, err)
+	p.mu.Lock()
+	done := p.deleted[pv.UID]
+	p.mu.Unlock()
+	if !done {
+		if _, err := p.csi.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: pv.Spec.CSI.VolumeHandle}); err != nil {
+			return fmt.Errorf("DeleteVolume %s of PV %s: %w", pv.Spec.CSI.VolumeHandle, name, err)
+		}
+		p.mu.Lock()
+		p.deleted[pv.UID] = true
+		p.mu.Unlock()
 	}
 	if err := p.cfg.Client.CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the PV %s: %w", name, err)

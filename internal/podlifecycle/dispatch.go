@@ -41,8 +41,12 @@ func (d *Dispatcher) Run(ctx context.Context, updates <-chan podconfig.Update) e
 //     period and forgotten by admission, probes and startup tracking; the
 //     workers forget it once it has terminated;
 //   - a pod being deleted in the API is killed with its deletion grace
-//     period; a known one keeps its readiness probes while it terminates
-//     (liveness and startup stop, as upstream's);
+//     period; one not yet terminated keeps its readiness probes while it
+//     terminates (liveness and startup stop, as upstream's). Its worker
+//     record is kept once it has terminated, until the source removes the
+//     pod: the updates the deletion still brings (the final status, the
+//     removal itself) then find it terminated, and none of them starts a
+//     second termination of a pod already gone from the runtime;
 //   - a pod in a terminal phase the workers do not know (it finished before
 //     a restart of heartlet) is never run again;
 //   - a new pod passes admission first: a rejected pod is never started;
@@ -60,10 +64,10 @@ func (d *Dispatcher) Handle(ctx context.Context, u podconfig.Update) {
 		d.probes.RemovePod(pod.UID)
 		d.workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod})
 	case pod.DeletionTimestamp != nil:
-		if d.workers.Known(pod.UID) {
+		if st, ok := d.workers.State(pod.UID); ok && st != podworker.StateTerminated {
 			d.probes.AddPod(pod)
 		}
-		d.workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod, GracePeriod: pod.DeletionGracePeriodSeconds})
+		d.workers.Update(podworker.Update{Type: podworker.UpdateKill, Pod: pod, GracePeriod: pod.DeletionGracePeriodSeconds, Keep: true})
 	case podspec.IsTerminalPhase(pod.Status.Phase) && !d.workers.Known(pod.UID):
 		klog.FromContext(ctx).V(4).Info("Pod already finished, not started", "pod", klog.KObj(pod), "podUID", pod.UID, "phase", pod.Status.Phase)
 	case u.Op == podconfig.OpAdd:

@@ -88,13 +88,21 @@ func TestDispatch(t *testing.T) {
 			name:        "known pod deleted in the API is killed with its deletion grace, readiness goes on",
 			known:       map[types.UID]podworker.State{"a": podworker.StateSyncing},
 			updates:     []podconfig.Update{upd(deleting(pod("a"), 7))},
-			wantWorkers: []string{"kill a/7"},
+			wantWorkers: []string{"kill a/7 keep"},
 			wantProbes:  []string{"add a"},
 		},
 		{
 			name:        "unknown pod deleted in the API is killed without probes",
 			updates:     []podconfig.Update{add(deleting(pod("a"), 0))},
-			wantWorkers: []string{"kill a/0"},
+			wantWorkers: []string{"kill a/0 keep"},
+		},
+		{
+			name:        "terminated pod deleted in the API gets no probes, its kill keeps it until its removal",
+			known:       map[types.UID]podworker.State{"a": podworker.StateTerminated},
+			updates:     []podconfig.Update{upd(deleting(pod("a"), 1)), rm(deleting(pod("a"), 1))},
+			wantWorkers: []string{"kill a/1 keep", "kill a"},
+			wantProbes:  []string{"remove a"},
+			wantStartup: []string{"forget a"},
 		},
 		{
 			name:    "succeeded pod not known is never started",

@@ -102,6 +102,9 @@ func (f *fakeWorkers) log() []string {
 		if u.GracePeriod != nil {
 			s += fmt.Sprintf("/%d", *u.GracePeriod)
 		}
+		if u.Keep {
+			s += " keep"
+		}
 		out = append(out, s)
 	}
 	return out

@@ -985,6 +985,12 @@ func TestKillKeepHoldsTheTerminatedPod(t *testing.T) {
 	if st := h.state("a"); st != StateTerminated {
 		t.Fatalf("state after update = %s, want terminated", st)
 	}
+	// Another kill that keeps it (the deletion's next update) does nothing.
+	h.w.Update(Update{Type: UpdateKill, Pod: p, GracePeriod: int64p(0), Keep: true})
+	h.noCalls()
+	if st := h.state("a"); st != StateTerminated {
+		t.Fatalf("state after a second kill = %s, want terminated", st)
+	}
 	// Its source removes it: forgotten.
 	h.w.Update(Update{Type: UpdateKill, Pod: p})
 	h.wantForgotten("a")

@@ -415,9 +415,16 @@ func removeRuntimePods(ctx context.Context, rs *runtime.Runtime, namespace strin
 	return n, nil
 }
 
+// floorStopTimeout is the time the floor gives a container between SIGTERM
+// and SIGKILL: the pods' grace period is 1 s, but the kubelet, and heartlet
+// as it, give a container at least 2 s (upstream's minimum grace period), so
+// the floor waits as long as the agents must.
+const floorStopTimeout = 2 * time.Second
+
 // runFloor creates the same pods with nothing but CRI calls, all at once:
 // RunPodSandbox, CreateContainer, StartContainer per pod; then stops
-// (grace 1 s) and removes them. It is the time the runtime alone needs.
+// them with floorStopTimeout and removes them. It is the time the runtime
+// alone needs.
 func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agentResult, error) {
 	ns := o.namespace + "-floor"
 	res := &agentResult{name: agentFloor, byN: map[int]*result{}, version: "in-process CRI client"}
@@ -472,7 +479,7 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 		errc := make(chan error, n)
 		for _, p := range pods {
 			go func() {
-				err := rs.StopContainer(ctx, p.container, time.Second)
+				err := rs.StopContainer(ctx, p.container, floorStopTimeout)
 				if err == nil {
 					err = rs.StopPodSandbox(ctx, p.sandbox)
 				}

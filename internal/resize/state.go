@@ -293,22 +293,40 @@ func encodeState(pods map[types.UID]Allocation, extra map[types.UID]upstreamOnly
 // Store is the allocation record of the node's admitted pods, kept in a
 // file so it survives a restart of heartlet. Every change is written to
 // the file (atomically: a new file renamed over the old) before it is
-// visible to Get. Its methods are safe for concurrent use.
+// visible to Get and before the call that made it returns. Changes made
+// while a write is under way are written together by the next one (a
+// group commit): a burst of N admissions writes the file a few times, not
+// N times, each write being the whole record. Its methods are safe for
+// concurrent use.
 type Store struct {
 	path string
+	// writeFile writes the file (writeFileAtomic; tests replace it).
+	writeFile func(path string, data []byte) error
+
+	// wmu is held by the one caller writing the file.
+	wmu sync.Mutex
 
 	mu   sync.Mutex
 	pods map[types.UID]Allocation
 	// extra is what upstream recorded beside the containers' allocations,
 	// kept for the pods still in the record.
 	extra map[types.UID]upstreamOnly
+	// queue is the changes not yet written, in the order they were made.
+	queue []*change
+}
+
+// change is one change of the record waiting to be written: apply makes
+// it on a copy of the record; done receives the outcome of its write.
+type change struct {
+	apply func(pods map[types.UID]Allocation)
+	done  chan error
 }
 
 // OpenStore reads the record at path; a missing file is an empty record.
 // A file that cannot be parsed is an error: heartlet must not forget
 // allocations it made.
 func OpenStore(path string) (*Store, error) {
-	s := &Store{path: path, pods: map[types.UID]Allocation{}, extra: map[types.UID]upstreamOnly{}}
+	s := &Store{path: path, writeFile: writeFileAtomic, pods: map[types.UID]Allocation{}, extra: map[types.UID]upstreamOnly{}}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return s, nil
@@ -350,42 +368,48 @@ func (s *Store) Get(uid types.UID) (Allocation, bool) {
 
 // Set records the pod's allocation.
 func (s *Store) Set(uid types.UID, a Allocation) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old, ok := s.pods[uid]; ok && old.Equal(a) {
-		return nil
-	}
-	next := maps.Clone(s.pods)
 	cp := make(Allocation, len(a))
 	for n, r := range a {
 		cp[n] = *r.DeepCopy()
 	}
-	next[uid] = cp
-	return s.commit(next)
+	s.mu.Lock()
+	if old, ok := s.pods[uid]; ok && len(s.queue) == 0 && old.Equal(cp) {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	return s.commit(func(pods map[types.UID]Allocation) { pods[uid] = cp })
 }
 
 // Remove forgets the pod's allocation; removing an unknown pod is no error.
 func (s *Store) Remove(uid types.UID) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.pods[uid]; !ok {
+	if _, ok := s.pods[uid]; !ok && len(s.queue) == 0 {
+		s.mu.Unlock()
 		return nil
 	}
-	next := maps.Clone(s.pods)
-	delete(next, uid)
-	return s.commit(next)
+	s.mu.Unlock()
+	return s.commit(func(pods map[types.UID]Allocation) { delete(pods, uid) })
 }
 
 // RemoveOrphans forgets every pod not in keep.
 func (s *Store) RemoveOrphans(keep map[types.UID]bool) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	next := maps.Clone(s.pods)
-	maps.DeleteFunc(next, func(uid types.UID, _ Allocation) bool { return !keep[uid] })
-	if len(next) == len(s.pods) {
+	orphans := false
+	for uid := range s.pods {
+		if !keep[uid] {
+			orphans = true
+			break
+		}
+	}
+	if !orphans && len(s.queue) == 0 {
+		s.mu.Unlock()
 		return nil
 	}
-	return s.commit(next)
+	s.mu.Unlock()
+	return s.commit(func(pods map[types.UID]Allocation) {
+		maps.DeleteFunc(pods, func(uid types.UID, _ Allocation) bool { return !keep[uid] })
+	})
 }
 
 // UIDs lists the pods with an allocation, sorted.
@@ -395,24 +419,53 @@ func (s *Store) UIDs() []types.UID {
 	return slices.Sorted(maps.Keys(s.pods))
 }
 
-// commit writes next to the file and then makes it the record; s.mu is held.
-func (s *Store) commit(next map[types.UID]Allocation) error {
-	return s.commitWith(next, maps.Clone(s.extra))
+// commit queues the change apply and returns once a write that holds it
+// ended: its error, or nil once the change is in the file and the record.
+// The caller that gets the write lock writes every change queued by then;
+// a change whose write failed is not in the record.
+func (s *Store) commit(apply func(pods map[types.UID]Allocation)) error {
+	c := &change{apply: apply, done: make(chan error, 1)}
+	s.mu.Lock()
+	s.queue = append(s.queue, c)
+	s.mu.Unlock()
+
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	select {
+	case err := <-c.done: // written by the caller before
+		return err
+	default:
+	}
+	s.mu.Lock()
+	batch := s.queue
+	s.queue = nil
+	next := maps.Clone(s.pods)
+	extra := maps.Clone(s.extra)
+	s.mu.Unlock()
+	for _, b := range batch {
+		b.apply(next)
+	}
+	maps.DeleteFunc(extra, func(uid types.UID, _ upstreamOnly) bool { _, ok := next[uid]; return !ok })
+	err := s.write(next, extra)
+	if err == nil {
+		s.mu.Lock()
+		s.pods, s.extra = next, extra
+		s.mu.Unlock()
+	}
+	for _, b := range batch {
+		b.done <- err
+	}
+	return <-c.done
 }
 
-// commitWith is commit with the upstream records extra (the caller's),
-// less those of pods not in next.
-func (s *Store) commitWith(next map[types.UID]Allocation, extra map[types.UID]upstreamOnly) error {
-	maps.DeleteFunc(extra, func(uid types.UID, _ upstreamOnly) bool { _, ok := next[uid]; return !ok })
+// write writes the record next, with the upstream records extra, to the
+// file.
+func (s *Store) write(next map[types.UID]Allocation, extra map[types.UID]upstreamOnly) error {
 	data, err := encodeState(next, extra)
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(s.path, data); err != nil {
-		return err
-	}
-	s.pods, s.extra = next, extra
-	return nil
+	return s.writeFile(s.path, data)
 }
 
 // writeFileAtomic writes data to a new file beside path, syncs it and

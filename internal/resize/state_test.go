@@ -3,10 +3,14 @@ package resize
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -397,5 +401,78 @@ func TestStoreRecordsPodLevelResources(t *testing.T) {
 		if _, ok := a[PodLevel]; ok {
 			t.Error("a pod recorded again without pod-level resources kept them")
 		}
+	}
+}
+
+// Changes made while the file is being written are written together by
+// the next write, and each caller returns once its own change is written;
+// a failed write fails every change it held, and none of them is recorded.
+func TestStoreWritesConcurrentChangesTogether(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("second write fails=%v", fail), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), StateFileName)
+			s, err := OpenStore(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			release := make(chan struct{})
+			var writes atomic.Int32
+			s.writeFile = func(p string, data []byte) error {
+				n := writes.Add(1)
+				if n == 1 {
+					<-release
+				}
+				if n == 2 && fail {
+					return errors.New("disk full")
+				}
+				return writeFileAtomic(p, data)
+			}
+			const n = 10
+			al := Allocation{"c": rr(map[v1.ResourceName]string{"cpu": "100m"}, nil)}
+			errs := make(chan error, n)
+			go func() { errs <- s.Set("u0", al) }()
+			for writes.Load() == 0 { // the first write is under way
+				runtime.Gosched()
+			}
+			for i := 1; i < n; i++ {
+				go func() { errs <- s.Set(types.UID(fmt.Sprintf("u%d", i)), al) }()
+			}
+			for {
+				s.mu.Lock()
+				queued := len(s.queue)
+				s.mu.Unlock()
+				if queued == n-1 {
+					break
+				}
+				runtime.Gosched()
+			}
+			close(release)
+			failed := 0
+			for range n {
+				if err := <-errs; err != nil {
+					failed++
+				}
+			}
+			if got := writes.Load(); got != 2 {
+				t.Errorf("%d changes written in %d writes, want 2 (one under way, then the rest together)", n, got)
+			}
+			wantFailed, wantUIDs := 0, n
+			if fail {
+				wantFailed, wantUIDs = n-1, 1
+			}
+			if failed != wantFailed {
+				t.Errorf("%d calls failed, want %d", failed, wantFailed)
+			}
+			if got := len(s.UIDs()); got != wantUIDs {
+				t.Errorf("record has %d pods, want %d", got, wantUIDs)
+			}
+			r, err := OpenStore(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(r.UIDs()); got != wantUIDs {
+				t.Errorf("file has %d pods, want %d", got, wantUIDs)
+			}
+		})
 	}
 }

@@ -119,8 +119,18 @@ type Manager struct {
 
 	mu sync.Mutex // serializes writes of the QoS cgroups' limits
 	// burstable holds the cpu requests (millicpus) of the burstable pods
-	// that have a pod cgroup; guarded by mu.
-	burstable map[types.UID]int64
+	// that have a pod cgroup, burstableSum their sum; guarded by mu.
+	burstable    map[types.UID]int64
+	burstableSum int64
+	// ensured is, per pod, the cgroup path and limits EnsurePod last
+	// wrote, forgotten when anything else writes that pod's cgroup or
+	// removes it; guarded by mu.
+	ensured map[types.UID]ensuredPod
+
+	// hier is the v1 hierarchies once listed (see hierarchies); guarded
+	// by hierMu.
+	hierMu sync.Mutex
+	hier   []string
 	// allocErr is the last failure to limit kubepods, nil once limited;
 	// guarded by mu.
 	allocErr error
@@ -185,6 +195,7 @@ func newUnchecked(opts Options) (*Manager, error) {
 		allocRes:   opts.NodeAllocatable,
 		reserved:   opts.ReservedCgroups,
 		burstable:  map[types.UID]int64{},
+		ensured:    map[types.UID]ensuredPod{},
 	}, nil
 }
 
@@ -390,9 +401,10 @@ func (m *Manager) UpdateQOS(ctx context.Context, pods []*v1.Pod) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.burstable = map[types.UID]int64{}
+	m.burstable, m.burstableSum = map[types.UID]int64{}, 0
 	for _, p := range pods {
 		if milli, ok := burstableCPU(p); ok {
+			m.burstableSum += milli - m.burstable[p.UID]
 			m.burstable[p.UID] = milli
 		}
 	}
@@ -418,27 +430,24 @@ func burstableCPU(pod *v1.Pod) (int64, bool) {
 // burstable pods and rewrites the burstable weight when the sum changed.
 // Callers hold mu.
 func (m *Manager) trackBurstable(pod *v1.Pod, uid types.UID, add bool) error {
-	before := m.burstableMilli()
+	before := m.burstableSum
+	m.burstableSum -= m.burstable[uid]
 	delete(m.burstable, uid)
 	if add {
 		if milli, ok := burstableCPU(pod); ok {
 			m.burstable[uid] = milli
+			m.burstableSum += milli
 		}
 	}
-	if m.burstableMilli() == before {
+	if m.burstableSum == before {
 		return nil
 	}
 	return m.writeBurstable()
 }
 
-// burstableMilli sums the recorded burstable cpu requests. Callers hold mu.
-func (m *Manager) burstableMilli() int64 {
-	var sum int64
-	for _, v := range m.burstable {
-		sum += v
-	}
-	return sum
-}
+// burstableMilli is the sum of the recorded burstable cpu requests.
+// Callers hold mu.
+func (m *Manager) burstableMilli() int64 { return m.burstableSum }
 
 // writeBurstable writes the burstable cpu weight for the recorded pods.
 // Callers hold mu.
@@ -458,23 +467,64 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) error {
 		return err
 	}
 	p := m.PodCgroupPath(pod)
+	res := m.PodResources(pod)
+	m.mu.Lock()
+	last, ok := m.ensured[pod.UID]
+	m.mu.Unlock()
+	// A pod synced again with the limits already written: only check the
+	// cgroup is still there, as upstream's pod cgroup manager does.
+	if ok && last.path == p && last.res.equal(res) && m.systemd == nil && m.exists(p) {
+		m.mu.Lock()
+		m.limitKubepods(ctx)
+		err := m.trackBurstable(pod, pod.UID, true)
+		m.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("update burstable cgroup: %w", err)
+		}
+		return nil
+	}
 	if err := m.ensure(ctx, p); err != nil {
 		return err
 	}
 	// The burstable class grows before anything of the pod runs in it, as
 	// upstream updates the QoS cgroups before it creates a pod's.
 	m.mu.Lock()
+	delete(m.ensured, pod.UID)
 	m.limitKubepods(ctx)
 	err := m.trackBurstable(pod, pod.UID, true)
 	m.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("update burstable cgroup: %w", err)
 	}
-	if err := m.apply(p, m.PodResources(pod)); err != nil {
+	if err := m.apply(p, res); err != nil {
 		return err
 	}
+	m.mu.Lock()
+	m.ensured[pod.UID] = ensuredPod{path: p, res: res}
+	m.mu.Unlock()
 	klog.FromContext(ctx).V(4).Info("Ensured pod cgroup", "pod", klog.KObj(pod), "podUID", pod.UID, "path", p)
 	return nil
+}
+
+// ensuredPod is what EnsurePod last wrote for a pod.
+type ensuredPod struct {
+	path string
+	res  Resources
+}
+
+// exists reports whether the cgroup cg is a directory in every hierarchy.
+func (m *Manager) exists(cg string) bool {
+	hs, err := m.hierarchies()
+	if err != nil {
+		return false
+	}
+	rel := filepath.FromSlash(strings.TrimPrefix(cg, "/"))
+	for _, h := range hs {
+		if fi, err := os.Stat(filepath.Join(h, rel)); err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // AdoptPod records a pod whose cgroup survived a restart of heartlet, so
@@ -532,6 +582,7 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 	// The pod no longer counts towards the burstable weight once it is
 	// being removed: nothing of it runs.
 	m.mu.Lock()
+	delete(m.ensured, uid)
 	err := m.trackBurstable(nil, uid, false)
 	m.mu.Unlock()
 	if err != nil {

@@ -777,3 +777,58 @@ func TestAdoptPod(t *testing.T) {
 		t.Error("AdoptPod created a cgroup for a pod without one")
 	}
 }
+
+// A pod synced again with the limits already written costs a check that
+// its cgroup is there, no writes; a cgroup gone from a hierarchy, or a
+// resize written in between, makes the next sync create and write again.
+func TestEnsurePodWritesOnlyWhatChanged(t *testing.T) {
+	ctx := context.Background()
+	root := fakeV1(t)
+	m := newManager(t, Options{Root: root})
+	p := testPod("r", burstable)
+	if err := m.EnsurePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	limit := filepath.Join(root, "memory/kubepods/burstable/podr/memory.limit_in_bytes")
+	mustWrite(t, limit, "marker")
+	if err := m.EnsurePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTrim(t, limit); got != "marker" {
+		t.Errorf("memory limit after a second sync with the same limits = %q, want it not rewritten", got)
+	}
+
+	if err := os.RemoveAll(filepath.Join(root, "pids/kubepods/burstable/podr")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.EnsurePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "pids/kubepods/burstable/podr")); err != nil {
+		t.Errorf("pod cgroup removed from a hierarchy not created again: %v", err)
+	}
+	if got := readTrim(t, limit); got != "268435456" {
+		t.Errorf("memory limit after the cgroup was recreated = %q, want 268435456", got)
+	}
+
+	mustWrite(t, limit, "marker")
+	if err := m.ResizePod(ctx, p, v1.ResourceCPU); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.EnsurePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTrim(t, limit); got != "268435456" {
+		t.Errorf("memory limit after a resize and a sync = %q, want 268435456 written again", got)
+	}
+
+	if err := m.RemovePod(ctx, p.UID); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.EnsurePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTrim(t, limit); got != "268435456" {
+		t.Errorf("memory limit after the pod cgroup was removed and ensured = %q, want 268435456", got)
+	}
+}

@@ -42,6 +42,11 @@ func (m *Manager) hierarchies() ([]string, error) {
 	if m.v2 {
 		return []string{m.root}, nil
 	}
+	m.hierMu.Lock()
+	defer m.hierMu.Unlock()
+	if m.hier != nil {
+		return m.hier, nil
+	}
 	entries, err := os.ReadDir(m.root)
 	if err != nil {
 		return nil, fmt.Errorf("list cgroup hierarchies in %s: %w", m.root, err)
@@ -63,6 +68,7 @@ func (m *Manager) hierarchies() ([]string, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("list cgroup hierarchies in %s: none mounted", m.root)
 	}
+	m.hier = out
 	return out, nil
 }
 

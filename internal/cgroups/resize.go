@@ -29,6 +29,9 @@ func (m *Manager) ResizePod(ctx context.Context, pod *v1.Pod, r v1.ResourceName)
 		return err
 	}
 	all := m.PodResources(pod)
+	m.mu.Lock()
+	delete(m.ensured, pod.UID) // its limits change here, part by part
+	m.mu.Unlock()
 	var part Resources
 	switch r {
 	case v1.ResourceCPU:

@@ -23,6 +23,16 @@ type Resources struct {
 	PidsMax *int64
 }
 
+// equal reports whether r and o set the same limits.
+func (r Resources) equal(o Resources) bool {
+	return eqPtr(r.CPUShares, o.CPUShares) && eqPtr(r.CPUQuota, o.CPUQuota) &&
+		eqPtr(r.CPUPeriod, o.CPUPeriod) && eqPtr(r.Memory, o.Memory) && eqPtr(r.PidsMax, o.PidsMax)
+}
+
+func eqPtr[T comparable](a, b *T) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
 // PodResources returns the pod-level limits of the pod's cgroup:
 //   - cpu.shares from the pod's effective cpu requests (the minimum for
 //     BestEffort pods);

@@ -128,18 +128,21 @@ type components struct {
 	workers    *podworker.Workers
 	probes     *probe.Manager
 	volumes    *volume.Manager
-	resources  *podresources.Set
-	rotation   *logrotate.Manager
-	desired    *podconfig.Config
-	fileSource *file.Source
-	urlSource  *podhttp.Source
-	apiPods    *apiserver.Source
-	node       *nodestatus.Manager
-	statusSync *status.Syncer
-	dispatcher *podlifecycle.Dispatcher
-	housekeep  *podlifecycle.Housekeeper
-	eviction   *eviction.Manager
-	gc         *garbageCollectors
+	// watchGetter serves ConfigMaps and Secrets with the Watch change
+	// detection strategy; nil otherwise.
+	watchGetter *volume.WatchingGetter
+	resources   *podresources.Set
+	rotation    *logrotate.Manager
+	desired     *podconfig.Config
+	fileSource  *file.Source
+	urlSource   *podhttp.Source
+	apiPods     *apiserver.Source
+	node        *nodestatus.Manager
+	statusSync  *status.Syncer
+	dispatcher  *podlifecycle.Dispatcher
+	housekeep   *podlifecycle.Housekeeper
+	eviction    *eviction.Manager
+	gc          *garbageCollectors
 
 	// Shared between the build steps.
 	statuses    *status.Manager
@@ -417,7 +420,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 	)
 	if cl != nil {
 		rec = c.recorder
-		getter = volume.NewCachingGetter(volume.NewClientGetter(cl.Kube), a.clock, volume.DefaultGetterTTL)
+		getter = c.objectGetter(cl, a.clock)
 	}
 	c.volumes = volume.New(volume.Options{
 		RootDir:     a.opts.RootDir,
@@ -623,6 +626,9 @@ func (c *components) run(ctx context.Context) error {
 		g.Go(func() error { return c.urlSource.Run(ctx) })
 	}
 	g.Go(func() error { return c.volumes.Run(ctx) })
+	if c.watchGetter != nil {
+		g.Go(func() error { return c.watchGetter.Run(ctx) })
+	}
 	g.Go(func() error { return c.pluginWatcher.Run(ctx) })
 	g.Go(func() error { return c.csiVolumes.RunStats(ctx) })
 	g.Go(func() error { return c.rotation.Run(ctx) })

@@ -132,7 +132,7 @@ var Fields = []FieldSupport{
 	{"containerLogMaxFiles", Honoured, "log files kept per container"},
 	{"containerLogMaxWorkers", Honoured, "concurrent log rotations"},
 	{"containerLogMonitorInterval", Honoured, "how often logs are checked for rotation"},
-	{"configMapAndSecretChangeDetectionStrategy", NotYet, "configMap and secret volumes are read with GETs, each object at most once per 10s shared by all pods, whatever the strategy"},
+	{"configMapAndSecretChangeDetectionStrategy", Honoured, "Watch: one watch per ConfigMap or Secret in use; Cache: GETs cached for the node's node.alpha.kubernetes.io/ttl (1m without it); Get: a GET on every read"},
 	{"systemReserved", Honoured, "subtracted from node allocatable"},
 	{"kubeReserved", Honoured, "subtracted from node allocatable"},
 	{"reservedSystemCPUs", NotYet, "no CPU manager"},

@@ -157,6 +157,9 @@ func Validate(kc *kubeletv1beta1.KubeletConfiguration) field.ErrorList {
 	errs = append(errs, validateEndpoint(root("containerRuntimeEndpoint"), kc.ContainerRuntimeEndpoint, true)...)
 	errs = append(errs, validateEndpoint(root("imageServiceEndpoint"), kc.ImageServiceEndpoint, false)...)
 
+	if strategies := []string{string(kubeletv1beta1.GetChangeDetectionStrategy), string(kubeletv1beta1.TTLCacheChangeDetectionStrategy), string(kubeletv1beta1.WatchChangeDetectionStrategy)}; !slices.Contains(strategies, string(kc.ConfigMapAndSecretChangeDetectionStrategy)) {
+		errs = append(errs, field.NotSupported(root("configMapAndSecretChangeDetectionStrategy"), kc.ConfigMapAndSecretChangeDetectionStrategy, strategies))
+	}
 	if !slices.Contains([]string{kubeletv1beta1.HairpinNone, kubeletv1beta1.HairpinVeth, kubeletv1beta1.PromiscuousBridge}, kc.HairpinMode) {
 		errs = append(errs, field.NotSupported(root("hairpinMode"), kc.HairpinMode, []string{kubeletv1beta1.HairpinNone, kubeletv1beta1.HairpinVeth, kubeletv1beta1.PromiscuousBridge}))
 	}

@@ -129,6 +129,7 @@ func TestValidate(t *testing.T) {
 		{"runtime endpoint relative", func(c *kc) { c.ContainerRuntimeEndpoint = "unix://run/containerd.sock" }, []string{"containerRuntimeEndpoint"}},
 		{"image endpoint", func(c *kc) { c.ImageServiceEndpoint = "containerd.sock" }, []string{"imageServiceEndpoint"}},
 		{"hairpinMode", func(c *kc) { c.HairpinMode = "on" }, []string{"hairpinMode"}},
+		{"configMapAndSecretChangeDetectionStrategy", func(c *kc) { c.ConfigMapAndSecretChangeDetectionStrategy = "Poll" }, []string{"configMapAndSecretChangeDetectionStrategy"}},
 		{"containerLogMaxFiles", func(c *kc) { c.ContainerLogMaxFiles = ptr.To[int32](1) }, []string{"containerLogMaxFiles"}},
 		{"containerLogMaxWorkers", func(c *kc) { c.ContainerLogMaxWorkers = ptr.To[int32](0) }, []string{"containerLogMaxWorkers"}},
 		{"containerLogMaxSize", func(c *kc) { c.ContainerLogMaxSize = "big" }, []string{"containerLogMaxSize"}},

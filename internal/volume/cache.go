@@ -2,6 +2,7 @@ package volume
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,7 +26,7 @@ const DefaultGetterTTL = 10 * time.Second
 type cachingGetter struct {
 	inner Getter
 	clk   clock.PassiveClock
-	ttl   time.Duration
+	ttl   func() time.Duration
 
 	flight singleflight.Group
 	mu     sync.Mutex
@@ -45,7 +46,40 @@ type cachedObject struct {
 // through inner at most once per ttl each (and once for concurrent
 // callers), and hands out copies.
 func NewCachingGetter(inner Getter, clk clock.PassiveClock, ttl time.Duration) Getter {
-	return &cachingGetter{inner: inner, clk: clk, ttl: ttl, cached: map[string]cachedObject{}}
+	return &cachingGetter{inner: inner, clk: clk, ttl: func() time.Duration { return ttl }, cached: map[string]cachedObject{}}
+}
+
+// NodeTTLAnnotation is the annotation on the Node with which the API
+// server's TTL controller tells kubelets for how many seconds they may
+// cache ConfigMaps and Secrets (the Cache change detection strategy).
+const NodeTTLAnnotation = "node.alpha.kubernetes.io/ttl"
+
+// DefaultNodeTTL is that cache's TTL when the node has no (valid)
+// annotation, as upstream's.
+const DefaultNodeTTL = time.Minute
+
+// NewNodeTTLGetter is NewCachingGetter with the TTL the node's
+// NodeTTLAnnotation gives when read (DefaultNodeTTL without it), as
+// upstream's Cache strategy: node returns the current Node, nil when not
+// known yet.
+func NewNodeTTLGetter(inner Getter, clk clock.PassiveClock, node func() *v1.Node) Getter {
+	return &cachingGetter{inner: inner, clk: clk, ttl: func() time.Duration { return nodeTTL(node()) }, cached: map[string]cachedObject{}}
+}
+
+// nodeTTL is the TTL the node's annotation gives.
+func nodeTTL(n *v1.Node) time.Duration {
+	if n == nil {
+		return DefaultNodeTTL
+	}
+	v, ok := n.Annotations[NodeTTLAnnotation]
+	if !ok {
+		return DefaultNodeTTL
+	}
+	secs, err := strconv.Atoi(v)
+	if err != nil || secs < 0 {
+		return DefaultNodeTTL
+	}
+	return time.Duration(secs) * time.Second
 }
 
 // GetConfigMap implements Getter.
@@ -122,7 +156,7 @@ func (g *cachingGetter) fresh(key string) (any, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c, ok := g.cached[key]
-	if !ok || now.Sub(c.read) >= g.ttl {
+	if !ok || now.Sub(c.read) >= g.ttl() {
 		return nil, false
 	}
 	return c.obj, true
@@ -131,8 +165,9 @@ func (g *cachingGetter) fresh(key string) (any, bool) {
 // evictLocked drops the entries older than the TTL, so objects no pod
 // reads any more do not stay. Callers hold g.mu.
 func (g *cachingGetter) evictLocked(now time.Time) {
+	ttl := g.ttl()
 	for k, c := range g.cached {
-		if now.Sub(c.read) >= g.ttl {
+		if now.Sub(c.read) >= ttl {
 			delete(g.cached, k)
 		}
 	}

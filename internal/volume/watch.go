@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -57,10 +56,16 @@ type watchedObject struct {
 	lastRead time.Time
 }
 
+// CoreClient is the client of the core API group the WatchingGetter lists
+// and watches with (a clientset).
+type CoreClient interface {
+	CoreV1() corev1client.CoreV1Interface
+}
+
 // NewWatchingGetter returns a Getter that watches each ConfigMap and Secret
 // it is asked for (see WatchingGetter) once Run runs; until then, and for
 // objects not listed yet, it reads through inner.
-func NewWatchingGetter(inner Getter, kube kubernetes.Interface, clk clock.WithTicker, idle time.Duration) *WatchingGetter {
+func NewWatchingGetter(inner Getter, kube CoreClient, clk clock.WithTicker, idle time.Duration) *WatchingGetter {
 	if idle <= 0 {
 		idle = DefaultWatchIdle
 	}

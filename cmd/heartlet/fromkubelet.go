@@ -11,12 +11,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/doctor"
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/kubeletsetup"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/version"
@@ -164,7 +164,7 @@ func nodePods(ctx context.Context, kubeconfig, node string) ([]v1.Pod, error) {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	cfg.UserAgent = version.UserAgent()
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}

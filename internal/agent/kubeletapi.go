@@ -12,12 +12,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 
 	"github.com/heartlet/heartlet/internal/config"
 	"github.com/heartlet/heartlet/internal/errdefs"
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/runtime"
 	"github.com/heartlet/heartlet/internal/server"
 	"github.com/heartlet/heartlet/internal/server/auth"
@@ -32,7 +32,7 @@ type podStatusGetter interface {
 // kubeletAPIDeps are what the kubelet API server answers from.
 type kubeletAPIDeps struct {
 	opts     *config.Options
-	kube     kubernetes.Interface // nil in standalone mode
+	kube     kubeclient.Interface // nil in standalone mode
 	rt       podStatusGetter
 	streams  streamingRuntime // nil leaves out exec, attach, portForward and run
 	pods     server.PodLister

@@ -6,7 +6,6 @@ import (
 
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podsync"
@@ -24,7 +23,7 @@ func runtimeClasses(cl *kubeclient.Client) podsync.RuntimeClassGetter {
 // runtimeClassGetter reads a RuntimeClass with a GET at each sandbox
 // creation: the Node authorizer lets a node read every RuntimeClass.
 type runtimeClassGetter struct {
-	kube kubernetes.Interface
+	kube kubeclient.Interface
 }
 
 func (g runtimeClassGetter) GetRuntimeClass(ctx context.Context, name string) (*nodev1.RuntimeClass, error) {

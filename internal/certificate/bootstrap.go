@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -23,6 +22,8 @@ import (
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
 // BootstrapOptions say where the node's credentials are and how to get
@@ -42,7 +43,7 @@ type BootstrapOptions struct {
 	Now func() time.Time
 	// NewClient builds the client for the bootstrap credentials; nil
 	// builds a clientset from the rest configuration.
-	NewClient func(*rest.Config) (kubernetes.Interface, error)
+	NewClient func(*rest.Config) (kubeclient.Interface, error)
 	// Clock bounds the wait for the request to be issued
 	// (BootstrapWaitTimeout); nil is the real clock.
 	Clock clock.Clock
@@ -105,7 +106,7 @@ func Bootstrap(ctx context.Context, o BootstrapOptions) error {
 
 	newClient := o.NewClient
 	if newClient == nil {
-		newClient = func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) }
+		newClient = kubeclient.NewForConfig
 	}
 	client, err := newClient(bootCfg)
 	if err != nil {
@@ -143,7 +144,7 @@ func Bootstrap(ctx context.Context, o BootstrapOptions) error {
 // requestClientCertificate creates the node's client signing request for
 // the key, or finds the one an earlier attempt made, and waits until it is
 // issued.
-func requestClientCertificate(ctx context.Context, clk clock.Clock, client kubernetes.Interface, keyPEM []byte, nodeName string) ([]byte, error) {
+func requestClientCertificate(ctx context.Context, clk clock.Clock, client kubeclient.Interface, keyPEM []byte, nodeName string) ([]byte, error) {
 	key, err := keyutil.ParsePrivateKeyPEM(keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("parse client certificate key: %w", err)
@@ -162,7 +163,7 @@ func requestClientCertificate(ctx context.Context, clk clock.Clock, client kuber
 	if err != nil {
 		return nil, err
 	}
-	reqName, reqUID, err := csr.RequestCertificateWithContext(ctx, client, csrPEM, name, ClientSigner, nil, usages, signer)
+	reqName, reqUID, err := csr.RequestCertificateWithContext(ctx, kubeclient.CSRClient(client), csrPEM, name, ClientSigner, nil, usages, signer)
 	if err != nil {
 		return nil, fmt.Errorf("create certificate signing request %s: %w", name, err)
 	}
@@ -177,7 +178,7 @@ func requestClientCertificate(ctx context.Context, clk clock.Clock, client kuber
 			cancel(timedOut)
 		}
 	}()
-	certPEM, err := csr.WaitForCertificate(waitCtx, client, reqName, reqUID)
+	certPEM, err := csr.WaitForCertificate(waitCtx, kubeclient.CSRClient(client), reqName, reqUID)
 	if err != nil {
 		if cause := context.Cause(waitCtx); errors.Is(cause, timedOut) {
 			err = cause

@@ -16,11 +16,12 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
 type bootstrapEnv struct {
@@ -48,7 +49,7 @@ func newBootstrapEnv(t *testing.T) *bootstrapEnv {
 		BootstrapKubeconfig: e.bootKubeconfig,
 		CertDir:             e.certDir,
 		NodeName:            "node-1",
-		NewClient: func(c *rest.Config) (kubernetes.Interface, error) {
+		NewClient: func(c *rest.Config) (kubeclient.Interface, error) {
 			e.clientCfgs = append(e.clientCfgs, c)
 			return client, nil
 		},

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
 // ErrNoServingCertificate is what a TLS handshake fails with while the
@@ -87,7 +89,7 @@ type ClientOptions struct {
 	NodeName string
 	// NewClient builds the clientset a renewal is asked with (with the
 	// current certificate); nil builds a clientset.
-	NewClient func(*rest.Config) (kubernetes.Interface, error)
+	NewClient func(*rest.Config) (kubeclient.Interface, error)
 	// Clock drives Run's checks; nil is the real clock.
 	Clock clock.WithTicker
 	// Metrics are the client certificate's.
@@ -119,7 +121,7 @@ func NewClient(ctx context.Context, o ClientOptions) (*Rotating, error) {
 	}
 	newClient := o.NewClient
 	if newClient == nil {
-		newClient = func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) }
+		newClient = kubeclient.NewForConfig
 	}
 	subject := NodeSubject(o.NodeName)
 	mgr, err := certificate.NewManager(&certificate.Config{
@@ -128,7 +130,11 @@ func NewClient(ctx context.Context, o ClientOptions) (*Rotating, error) {
 			if err != nil {
 				return nil, err
 			}
-			return newClient(c)
+			kube, err := newClient(c)
+			if err != nil {
+				return nil, err
+			}
+			return kubeclient.CSRClient(kube), nil
 		},
 		Template:                &x509.CertificateRequest{Subject: subject},
 		SignerName:              ClientSigner,
@@ -171,7 +177,7 @@ func withClientCert(cfg *rest.Config, current *tls.Certificate) (*rest.Config, e
 // rotation (serverTLSBootstrap).
 type ServingOptions struct {
 	// Client is what the signing requests are made with.
-	Client kubernetes.Interface
+	Client kubeclient.Interface
 	// CertDir is --cert-dir, where the pairs are stored
 	// (kubelet-server-*.pem).
 	CertDir string
@@ -206,7 +212,7 @@ func NewServing(ctx context.Context, o ServingOptions) (*Rotating, error) {
 	}
 	subject := NodeSubject(o.NodeName)
 	mgr, err := certificate.NewManager(&certificate.Config{
-		ClientsetFn: func(*tls.Certificate) (kubernetes.Interface, error) { return o.Client, nil },
+		ClientsetFn: func(*tls.Certificate) (kubernetes.Interface, error) { return kubeclient.CSRClient(o.Client), nil },
 		GetTemplate: func() *x509.CertificateRequest {
 			names, ips := o.Addresses()
 			if len(names) == 0 && len(ips) == 0 {

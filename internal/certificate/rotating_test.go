@@ -15,8 +15,9 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
 // waitFor is how long a test waits for the certificate manager, which runs
@@ -68,7 +69,7 @@ func TestClientRotation(t *testing.T) {
 		Kubeconfig: e.kubeconfig,
 		CertDir:    e.certDir,
 		NodeName:   "node-1",
-		NewClient: func(c *rest.Config) (kubernetes.Interface, error) {
+		NewClient: func(c *rest.Config) (kubeclient.Interface, error) {
 			cfgs = append(cfgs, c)
 			return client, nil
 		},

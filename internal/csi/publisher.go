@@ -22,12 +22,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/volume"
 )
@@ -81,7 +81,7 @@ type PublisherOptions struct {
 	Drivers *Drivers
 	// Kube reads CSIDriver objects, VolumeAttachments and secrets; nil in
 	// standalone mode, where every CSI volume fails with volume.ErrNoAPI.
-	Kube kubernetes.Interface
+	Kube kubeclient.Interface
 	// Tokens requests tokens for tokenRequests; nil refuses such drivers.
 	Tokens TokenRequester
 	// StatsPeriod is how often RunStats reads the volumes' stats from

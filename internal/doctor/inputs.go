@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/heartlet/heartlet/internal/config"
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/runtime"
 )
 
@@ -41,7 +41,7 @@ const DefaultAPIServerKubeletUser = "kube-apiserver-kubelet-client"
 
 // API is a connection to the API server that passed heartlet's start checks.
 type API struct {
-	Kube       kubernetes.Interface
+	Kube       kubeclient.Interface
 	Kubeconfig string
 	Server     string
 	// Identity is the user the server authenticated the kubeconfig as.

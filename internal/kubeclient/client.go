@@ -15,7 +15,6 @@ import (
 	"time"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -96,15 +95,15 @@ type Options struct {
 // server.
 type Client struct {
 	// Kube is the main clientset, rate-limited by QPS and Burst.
-	Kube kubernetes.Interface
+	Kube Interface
 	// Events is the clientset events are written with, rate-limited by
 	// EventQPS and EventBurst instead of QPS and Burst, as upstream's
 	// separate event client.
-	Events kubernetes.Interface
+	Events Interface
 	// Heartbeat is a clientset without client-side rate limiting and with a
 	// per-request timeout, for Node status and Lease renewals, so that a
 	// burst of other requests never delays them.
-	Heartbeat kubernetes.Interface
+	Heartbeat Interface
 	// Rest is the configuration Kube was built from.
 	Rest *rest.Config
 	// Server is the API server's URL.
@@ -158,7 +157,7 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 		cfg.Dial = dialer.DialContext
 	}
 
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: building client for %s: %w", opts.Kubeconfig, cfg.Host, err)
 	}
@@ -168,7 +167,7 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 	if hb.Timeout <= 0 {
 		hb.Timeout = DefaultHeartbeatTimeout
 	}
-	heartbeat, err := kubernetes.NewForConfig(hb)
+	heartbeat, err := NewForConfig(hb)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: building heartbeat client for %s: %w", opts.Kubeconfig, cfg.Host, err)
 	}
@@ -178,7 +177,7 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 	if opts.EventQPS > 0 {
 		ev.QPS, ev.Burst = float32(opts.EventQPS), int(opts.EventBurst)
 	}
-	events, err := kubernetes.NewForConfig(ev)
+	events, err := NewForConfig(ev)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: building event client for %s: %w", opts.Kubeconfig, cfg.Host, err)
 	}

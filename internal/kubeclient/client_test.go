@@ -291,7 +291,7 @@ func TestLoadClientSettings(t *testing.T) {
 				t.Error("no SelfSubjectReview request")
 			}
 			// The heartbeat client reaches the same server.
-			if _, err := c.Heartbeat.Discovery().RESTClient().Get().AbsPath("/version").Do(context.Background()).Raw(); err != nil {
+			if _, err := c.Heartbeat.CoreV1().RESTClient().Get().AbsPath("/version").Do(context.Background()).Raw(); err != nil {
 				t.Errorf("heartbeat client: %v", err)
 			}
 			for len(api.requests) > 0 {

@@ -63,7 +63,7 @@ func (c *Client) preflight(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	raw, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	raw, err := c.Kube.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
 	if err != nil {
 		return c.preflightError("get /version", timeout, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -24,7 +23,7 @@ const eventLogVerbosity = 3
 // gets each event as it is recorded (before the API server's aggregation).
 // Call the returned function at shutdown: it stops the broadcaster; events
 // still queued are dropped.
-func NewEventRecorder(ctx context.Context, kube kubernetes.Interface, nodeName string, watchers ...func(*v1.Event)) (record.EventRecorder, func()) {
+func NewEventRecorder(ctx context.Context, kube Interface, nodeName string, watchers ...func(*v1.Event)) (record.EventRecorder, func()) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartStructuredLogging(eventLogVerbosity)
 	for _, w := range watchers {

@@ -152,7 +152,7 @@ func TestHTTP2HealthCheck(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if _, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
+			if _, err := c.Kube.CoreV1().RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
 				t.Fatalf("request after reconnect: %v", err)
 			}
 			if n := hole.accepted.Load(); n != 2 {
@@ -178,7 +178,7 @@ func TestCloseAllConns(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("CloseAllConns left the connection open")
 	}
-	if _, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/version").Do(context.Background()).Raw(); err != nil {
+	if _, err := c.Kube.CoreV1().RESTClient().Get().AbsPath("/version").Do(context.Background()).Raw(); err != nil {
 		t.Fatalf("request after CloseAllConns: %v", err)
 	}
 	if n := hole.accepted.Load(); n != 2 {

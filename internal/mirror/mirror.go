@@ -18,10 +18,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
@@ -33,7 +33,7 @@ var ErrNodeUnknown = errors.New("node object not known yet")
 // Manager creates and deletes mirror pods. It is safe for concurrent use;
 // Sync calls are serialized.
 type Manager struct {
-	kube     kubernetes.Interface
+	kube     kubeclient.Interface
 	nodeName string
 	node     func() *v1.Node
 
@@ -46,7 +46,7 @@ type Manager struct {
 // New returns a Manager for the node nodeName. node returns the node's
 // last known API object (nil before it is registered); its UID goes into
 // the owner reference of every mirror pod.
-func New(kube kubernetes.Interface, nodeName string, node func() *v1.Node) *Manager {
+func New(kube kubeclient.Interface, nodeName string, node func() *v1.Node) *Manager {
 	return &Manager{kube: kube, nodeName: nodeName, node: node, refused: map[string]string{}}
 }
 

@@ -18,13 +18,14 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
 // Defaults, as the upstream kubelet's.
@@ -114,7 +115,7 @@ type Options struct {
 	// Heartbeat, when set, is used for status patches and Lease renewals
 	// (a client without client-side rate limiting); otherwise the main
 	// client is.
-	Heartbeat kubernetes.Interface
+	Heartbeat kubeclient.Interface
 	// Recorder records node events (NodeReady, NodeNotReady, pressure
 	// transitions, Starting, Rebooted); nil records none.
 	Recorder record.EventRecorder
@@ -137,8 +138,8 @@ type Options struct {
 
 // Manager keeps the Node and its Lease up to date.
 type Manager struct {
-	kube      kubernetes.Interface
-	heartbeat kubernetes.Interface
+	kube      kubeclient.Interface
+	heartbeat kubeclient.Interface
 	clk       clock.WithTicker
 	opts      Options
 	rt        RuntimeInfo
@@ -167,7 +168,7 @@ type Manager struct {
 // New returns a Manager. ready funcs are further readiness checks: the
 // node is Ready only when the runtime answers and every one returns nil.
 // New has no side effects.
-func New(kube kubernetes.Interface, clk clock.WithTicker, opts Options, rt RuntimeInfo, ready ...func() error) *Manager {
+func New(kube kubeclient.Interface, clk clock.WithTicker, opts Options, rt RuntimeInfo, ready ...func() error) *Manager {
 	if opts.Hostname == "" {
 		opts.Hostname = opts.NodeName
 	}
@@ -208,7 +209,7 @@ func New(kube kubernetes.Interface, clk clock.WithTicker, opts Options, rt Runti
 }
 
 // newNodeInformer watches this node's Node object only.
-func newNodeInformer(kube kubernetes.Interface, name string) cache.SharedIndexInformer {
+func newNodeInformer(kube kubeclient.Interface, name string) cache.SharedIndexInformer {
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

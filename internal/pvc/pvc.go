@@ -28,10 +28,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/volume"
 )
@@ -272,12 +272,12 @@ func sourceName(s *v1.PersistentVolumeSource) string {
 
 // clientGetter reads through the API server with the node's identity.
 type clientGetter struct {
-	kube     kubernetes.Interface
+	kube     kubeclient.Interface
 	nodeName string
 }
 
 // NewClientGetter returns a Getter that reads through kube.
-func NewClientGetter(kube kubernetes.Interface, nodeName string) Getter {
+func NewClientGetter(kube kubeclient.Interface, nodeName string) Getter {
 	return clientGetter{kube: kube, nodeName: nodeName}
 }
 

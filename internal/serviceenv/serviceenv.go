@@ -23,10 +23,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	kuberuntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
@@ -58,7 +58,7 @@ type Env struct {
 // each Service only what the variables are made of (see Slim): a cluster
 // has many Services, and their annotations and managed fields would
 // otherwise stay in memory for nothing.
-func New(client kubernetes.Interface) *Env {
+func New(client kubeclient.Interface) *Env {
 	services := client.CoreV1().Services(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kuberuntime.Object, error) {

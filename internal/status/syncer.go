@@ -15,12 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/heartlet/heartlet/internal/journal"
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podspec"
@@ -81,7 +81,7 @@ type SyncerOptions struct {
 // The Syncer never blocks the Manager: it only reads it, and a slow API
 // server only delays later rounds.
 type Syncer struct {
-	kube   kubernetes.Interface
+	kube   kubeclient.Interface
 	m      *Manager
 	clk    clock.WithTicker
 	opts   SyncerOptions
@@ -126,7 +126,7 @@ type record struct {
 
 // NewSyncer returns a Syncer that writes m's statuses with kube. It does
 // nothing until Run.
-func NewSyncer(kube kubernetes.Interface, m *Manager, clk clock.WithTicker, opts SyncerOptions) *Syncer {
+func NewSyncer(kube kubeclient.Interface, m *Manager, clk clock.WithTicker, opts SyncerOptions) *Syncer {
 	s := &Syncer{
 		kube:    kube,
 		m:       m,

@@ -6,19 +6,20 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
 // clientGetter is the Getter that reads through the API server. A node may
 // read only the ConfigMaps and Secrets its pods reference and request
 // tokens only for its pods' service accounts, which is all it asks for.
 type clientGetter struct {
-	kube kubernetes.Interface
+	kube kubeclient.Interface
 }
 
 // NewClientGetter returns a Getter that reads ConfigMaps and Secrets and
 // requests tokens through kube.
-func NewClientGetter(kube kubernetes.Interface) Getter {
+func NewClientGetter(kube kubeclient.Interface) Getter {
 	return clientGetter{kube: kube}
 }
 

@@ -50,11 +50,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
@@ -104,7 +104,7 @@ type Source struct {
 
 // New returns a source for the pods bound to node nodeName, read through
 // kube, that delivers to sink (nil: nowhere). New starts nothing.
-func New(kube kubernetes.Interface, nodeName string, sink Sink) *Source {
+func New(kube kubeclient.Interface, nodeName string, sink Sink) *Source {
 	if sink == nil {
 		sink = discard{}
 	}

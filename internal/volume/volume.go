@@ -135,6 +135,13 @@ type podState struct {
 	removed bool
 	// mounted is where the plugins' volumes were set up, by volume name.
 	mounted map[string]Mounted
+	// contentPod is the pod object all of whose content volumes
+	// (configMap, secret, downwardAPI, projected) Prepare wrote at
+	// contentAt: until the refresh period has passed (and Run has
+	// refreshed them meanwhile), a Prepare of the same object, such as the
+	// syncs of a starting pod, does not write them again.
+	contentPod *v1.Pod
+	contentAt  time.Time
 }
 
 // New returns a Manager. It has no side effects.
@@ -232,18 +239,34 @@ func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
 	st.pod = pod
 
 	logger := klog.FromContext(ctx)
+	now := m.clk.Now()
+	fresh := st.contentPod == pod && now.Sub(st.contentAt) < m.opts.RefreshPeriod
+	contentOK := true
 	var errs []error
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
+		content, _ := contentPlugin(v)
 		var err error
-		if p := m.pluginFor(v); p != nil {
+		switch p := m.pluginFor(v); {
+		case p != nil:
 			err = m.setUpPlugin(ctx, st, pod, p, v)
-		} else {
+		case content != "" && fresh:
+			continue
+		default:
 			err = m.setUp(ctx, pod, v)
 		}
 		if err != nil {
+			if content != "" {
+				contentOK = false
+			}
 			errs = append(errs, &VolumeError{Volume: v.Name, Err: err})
 			logger.V(2).Info("Volume set-up failed", "pod", klog.KObj(pod), "podUID", pod.UID, "volume", v.Name, "err", err)
+		}
+	}
+	if !fresh {
+		st.contentPod, st.contentAt = nil, time.Time{}
+		if contentOK {
+			st.contentPod, st.contentAt = pod, now
 		}
 	}
 	return errors.Join(errs...)

@@ -845,3 +845,45 @@ func TestPodDirs(t *testing.T) {
 		t.Errorf("PodDirs = %v, want [u1 u2]", uids)
 	}
 }
+
+// The syncs of a starting pod prepare its content volumes once: a Prepare
+// of the same pod object within the refresh period reads and writes
+// nothing; a new object of the pod, a failed write or the period passing
+// makes the next Prepare write them again.
+func TestPrepareWritesContentOncePerPodObject(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, true)
+	e.getter.setConfigMap(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "cfg"}, Data: map[string]string{"k": "v1"}})
+	vol := v1.Volume{Name: "c", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}}
+	pod := newPod("u1", vol)
+	reads := func() int { e.getter.mu.Lock(); defer e.getter.mu.Unlock(); return e.getter.gets }
+	steps := []struct {
+		name      string
+		do        func()
+		pod       func() *v1.Pod
+		wantReads int
+		wantErr   bool
+	}{
+		{"first prepare", func() {}, func() *v1.Pod { return pod }, 1, false},
+		{"same object again", func() {}, func() *v1.Pod { return pod }, 0, false},
+		{"same object, period not over", func() { e.clk.Step(DefaultRefreshPeriod - time.Second) }, func() *v1.Pod { return pod }, 0, false},
+		{"period over", func() { e.clk.Step(time.Second) }, func() *v1.Pod { return pod }, 1, false},
+		{"an update of the pod", func() { pod = pod.DeepCopy(); pod.Labels["v"] = "2" }, func() *v1.Pod { return pod }, 1, false},
+		{"a failed read", func() { pod = pod.DeepCopy(); e.getter.getErr = errors.New("API down") }, func() *v1.Pod { return pod }, 1, true},
+		{"retried after the failure", func() { e.getter.getErr = nil }, func() *v1.Pod { return pod }, 1, false},
+		{"and then settled", func() {}, func() *v1.Pod { return pod }, 0, false},
+	}
+	for _, st := range steps {
+		e.getter.mu.Lock()
+		st.do()
+		e.getter.mu.Unlock()
+		before := reads()
+		err := e.m.Prepare(ctx, st.pod())
+		if (err != nil) != st.wantErr {
+			t.Fatalf("%s: Prepare = %v, want error %v", st.name, err, st.wantErr)
+		}
+		if got := reads() - before; got != st.wantReads {
+			t.Errorf("%s: %d reads, want %d", st.name, got, st.wantReads)
+		}
+	}
+}

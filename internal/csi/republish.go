@@ -94,10 +94,14 @@ func (p *Publisher) blockStaging(drv *driver, req request) string {
 // republishIfDue publishes the pod's published volume name again when its
 // driver requires it and its last publication is RepublishInterval old.
 // build makes the request of a publication heartlet did not make itself
-// (found on disk after a restart). Failures are logged (see above).
+// (found on disk after a restart). A failure is logged and, as upstream's
+// failed remount, a FailedMount warning on the pod with the driver's
+// message; the containers go on with the last publication, and the next
+// sync tries again.
 func (p *Publisher) republishIfDue(ctx context.Context, pod *v1.Pod, name string, block bool, build func(context.Context) (request, *storagev1.CSIDriver, error)) {
 	if err := p.republish(ctx, pod, name, block, build); err != nil {
 		klog.FromContext(ctx).Error(err, "Couldn't republish CSI volume", "pod", klog.KObj(pod), "podUID", pod.UID, "volume", name)
+		p.event(pod, v1.EventTypeWarning, "FailedMount", fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", name, err))
 	}
 }
 

@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -195,4 +199,36 @@ func countCalls(s *nodeServer, call string) int {
 		}
 	}
 	return n
+}
+
+// A republication the driver fails is a FailedMount warning on the pod
+// with the driver's message, as upstream's failed remount; the set-up of
+// the pod goes on with the last publication.
+func TestRepublishFailureIsAnEvent(t *testing.T) {
+	ctx := context.Background()
+	srv := &nodeServer{stage: true}
+	requires := true
+	e := newEnv(t, srv, csiDriverObj(func(cd *storagev1.CSIDriver) { cd.Spec.RequiresRepublish = &requires }))
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	rec := record.NewFakeRecorder(10)
+	pub := NewPublisher(PublisherOptions{RootDir: e.root, NodeName: testNode, Drivers: e.drivers, Kube: e.kube,
+		Clock: clk, RepublishInterval: 30 * time.Second, Events: rec})
+	if _, err := pub.SetUpPersistent(ctx, pod("a"), claimVolume(), csiPV("pv-1", "vol-1"), false); err != nil {
+		t.Fatal(err)
+	}
+	srv.mu.Lock()
+	srv.publishErr = status.Error(codes.Unavailable, "vault sealed")
+	srv.mu.Unlock()
+	clk.SetTime(clk.Now().Add(time.Minute))
+	if _, err := pub.SetUpPersistent(ctx, pod("a"), claimVolume(), csiPV("pv-1", "vol-1"), false); err != nil {
+		t.Fatalf("set-up with a failed republication = %v, want the last publication kept", err)
+	}
+	select {
+	case ev := <-rec.Events:
+		if !strings.HasPrefix(ev, `Warning FailedMount MountVolume.SetUp failed for volume "pv-1" : `) || !strings.Contains(ev, "vault sealed") {
+			t.Errorf("event %q, want a FailedMount warning with the driver's message", ev)
+		}
+	default:
+		t.Fatal("no event for the failed republication")
+	}
 }

@@ -69,7 +69,11 @@ func (p *Publisher) SetUpPersistentBlock(ctx context.Context, pod *v1.Pod, _ *v1
 	if err != nil {
 		return volume.Mounted{}, err
 	}
-	return mounted, p.publishBlock(ctx, pod, cd, req)
+	if err := p.publishBlock(ctx, pod, cd, req); err != nil {
+		return mounted, err
+	}
+	p.expand.mark(string(pod.UID) + "/" + pv.Name)
+	return mounted, nil
 }
 
 // publishBlock stages (when the driver stages) and publishes req for pod

@@ -158,20 +158,36 @@ func (p *Publisher) nodeExpand(ctx context.Context, drv *driver, pod *v1.Pod, pv
 	if err != nil {
 		return err
 	}
-	staging := ""
-	if drv.stage {
-		staging = filepath.Join(p.StagingDir(src.Driver, src.VolumeHandle), globalMount)
+	mode := &csipb.VolumeCapability_AccessMode{Mode: accessMode(pv.Spec.AccessModes)}
+	var (
+		staging, path string
+		capability    *csipb.VolumeCapability
+	)
+	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
+		// A raw block volume: its publication is the device, as upstream
+		// hands block volumes to NodeExpandVolume.
+		if drv.stage {
+			staging = p.BlockStagingPath(pv.Name)
+		}
+		path = p.BlockPublishPath(pv.Name, pod.UID)
+		capability = &csipb.VolumeCapability{AccessType: &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}, AccessMode: mode}
+	} else {
+		if drv.stage {
+			staging = filepath.Join(p.StagingDir(src.Driver, src.VolumeHandle), globalMount)
+		}
+		path = filepath.Join(p.PublishDir(pod.UID, pv.Name), "mount")
+		capability = &csipb.VolumeCapability{
+			AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: src.FSType, MountFlags: pv.Spec.MountOptions}},
+			AccessMode: mode,
+		}
 	}
 	_, err = drv.client.NodeExpandVolume(ctx, &csipb.NodeExpandVolumeRequest{
 		VolumeId:          src.VolumeHandle,
-		VolumePath:        filepath.Join(p.PublishDir(pod.UID, pv.Name), "mount"),
+		VolumePath:        path,
 		StagingTargetPath: staging,
 		CapacityRange:     &csipb.CapacityRange{RequiredBytes: newSize.Value()},
-		VolumeCapability: &csipb.VolumeCapability{
-			AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: src.FSType, MountFlags: pv.Spec.MountOptions}},
-			AccessMode: &csipb.VolumeCapability_AccessMode{Mode: accessMode(pv.Spec.AccessModes)},
-		},
-		Secrets: secrets,
+		VolumeCapability:  capability,
+		Secrets:           secrets,
 	})
 	if err != nil {
 		return fmt.Errorf("NodeExpandVolume of volume %q (driver %s): %w", pv.Name, src.Driver, err)

@@ -336,3 +336,43 @@ func drain(rec *record.FakeRecorder) []string {
 		}
 	}
 }
+
+// A raw block claim is expanded on the node too: NodeExpandVolume on the
+// pod's block publication, with the block access type and the block
+// staging path, then the claim's status as for a filesystem.
+func TestExpandPersistentBlock(t *testing.T) {
+	srv := &expandServer{nodeServer: &nodeServer{stage: true}, expand: true}
+	claim := resizeClaim(v1.PersistentVolumeClaimNodeResizePending)
+	e := newExpandEnv(t, srv, claim)
+	rec := record.NewFakeRecorder(10)
+	e.pub.opts.Events = rec
+	pv := grownPV()
+	block := v1.PersistentVolumeBlock
+	pv.Spec.VolumeMode = &block
+	ctx := context.Background()
+	if _, err := e.pub.SetUpPersistentBlock(ctx, pod("a"), claimVolume(), pv, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pub.ExpandPersistent(ctx, pod("a"), claim, pv, false); err != nil {
+		t.Fatalf("ExpandPersistent = %v", err)
+	}
+	calls := srv.calls()
+	if len(calls) != 1 {
+		t.Fatalf("%d NodeExpandVolume calls, want 1", len(calls))
+	}
+	c := calls[0]
+	if c.VolumePath != e.pub.BlockPublishPath("pv-1", "a") || c.StagingTargetPath != e.pub.BlockStagingPath("pv-1") ||
+		c.GetVolumeCapability().GetBlock() == nil || c.GetCapacityRange().GetRequiredBytes() != 128<<20 {
+		t.Errorf("NodeExpandVolume request %v", c)
+	}
+	got, err := e.kube.CoreV1().PersistentVolumeClaims("ns").Get(ctx, "c", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := got.Status.Capacity[v1.ResourceStorage]; q.Cmp(resource.MustParse("128Mi")) != 0 || got.Status.AllocatedResourceStatuses != nil {
+		t.Errorf("claim status capacity %s, allocatedResourceStatuses %v; want 128Mi and none", q.String(), got.Status.AllocatedResourceStatuses)
+	}
+	if events := drain(rec); len(events) != 2 || !strings.HasPrefix(events[0], "Normal FileSystemResizeSuccessful") {
+		t.Errorf("events %q, want FileSystemResizeSuccessful on the pod and the claim", events)
+	}
+}

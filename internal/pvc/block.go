@@ -77,7 +77,7 @@ func volumeUse(pod *v1.Pod, name string) (mounted, mapped bool) {
 // must be a block device on this node; it is linked, as upstream does, at
 // <root>/pods/<uid>/volumeDevices/kubernetes.io~local-volume/<pv>, and the
 // link is what the containers get. The device comes from the PV only.
-func (p *Plugin) setUpBlock(ctx context.Context, pod *v1.Pod, v *v1.Volume, pv *v1.PersistentVolume, readOnly bool) (volume.Mounted, error) {
+func (p *Plugin) setUpBlock(ctx context.Context, pod *v1.Pod, v *v1.Volume, claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, readOnly bool) (volume.Mounted, error) {
 	switch src := &pv.Spec.PersistentVolumeSource; {
 	case src.Local != nil:
 		if p.rootDir == "" {
@@ -95,7 +95,16 @@ func (p *Plugin) setUpBlock(ctx context.Context, pod *v1.Pod, v *v1.Volume, pv *
 		if p.csi == nil {
 			return volume.Mounted{}, fmt.Errorf("csi persistentvolume %q: %w", pv.Name, volume.ErrUnsupported)
 		}
-		return p.csi.SetUpPersistentBlock(ctx, pod, v, pv, readOnly || src.CSI.ReadOnly)
+		m, err := p.csi.SetUpPersistentBlock(ctx, pod, v, pv, readOnly || src.CSI.ReadOnly)
+		if err != nil {
+			return m, err
+		}
+		if e, ok := p.csi.(CSIExpander); ok {
+			if err := e.ExpandPersistent(ctx, pod, claim, pv, readOnly || src.CSI.ReadOnly); err != nil {
+				return volume.Mounted{}, err
+			}
+		}
+		return m, nil
 	}
 	return volume.Mounted{}, fmt.Errorf("persistentvolume %q: volumeMode Block of volume source %s: %w", pv.Name, blockSourceName(&pv.Spec.PersistentVolumeSource), volume.ErrUnsupported)
 }

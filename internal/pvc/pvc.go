@@ -185,7 +185,7 @@ func (p *Plugin) SetUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) (volume.M
 	}
 	readOnly := v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly
 	if isBlock(pv) {
-		return p.setUpBlock(ctx, pod, v, pv, readOnly)
+		return p.setUpBlock(ctx, pod, v, claim, pv, readOnly)
 	}
 	switch src := &pv.Spec.PersistentVolumeSource; {
 	case src.Local != nil:

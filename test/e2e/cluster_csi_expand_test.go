@@ -5,12 +5,14 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // expansions lists the successful NodeExpandVolume calls on a volume.
@@ -120,5 +122,69 @@ func TestClusterCSIExpand(t *testing.T) {
 	calls = d.expansions(t, handle2)
 	if len(calls) != 1 || calls[0].TargetPath != csiTarget(h, string(p2.UID), pvName2) {
 		t.Errorf("NodeExpandVolume calls at mount %+v", calls)
+	}
+}
+
+// A raw block claim of the test driver grown while its pod runs: the
+// driver's volume grows, heartlet calls NodeExpandVolume on the pod's
+// block publication with the block access type, the claim's status says
+// the expansion is done, and the container sees the larger device.
+func TestClusterCSIExpandBlock(t *testing.T) {
+	h := startClusterHeartlet(t, clusterOptions{config: "syncFrequency: 10s\n"})
+	d := startCSIDriver(t, h)
+	d.runController(t)
+
+	class, mode := csiDriverName, v1.PersistentVolumeBlock
+	createObject(t, &v1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: "csi-grow-block", Namespace: "default"},
+		Spec: v1.PersistentVolumeClaimSpec{
+			AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			StorageClassName: &class,
+			VolumeMode:       &mode,
+			Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("32Mi")}},
+		},
+	}, "pvc", "csi-grow-block")
+	var pv v1.PersistentVolume
+	waitFor(t, 60*time.Second, "the block claim provisioned and bound", func() (bool, string) {
+		var c v1.PersistentVolumeClaim
+		if err := getJSON(&c, "pvc", "-n", "default", "csi-grow-block"); err != nil {
+			return false, err.Error()
+		}
+		if c.Status.Phase != v1.ClaimBound {
+			return false, "phase " + string(c.Status.Phase)
+		}
+		if err := getJSON(&pv, "pv", c.Spec.VolumeName); err != nil {
+			return false, err.Error()
+		}
+		return pv.Spec.CSI != nil && pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock, fmt.Sprintf("pv %+v", pv.Spec)
+	})
+	handle := pv.Spec.CSI.VolumeHandle
+
+	out := t.TempDir()
+	sizeLoop := "while true; do blockdev --getsize64 /dev/xvda > /out/size.tmp && mv /out/size.tmp /out/size; sleep 1; done"
+	createPod(t, devicePod("csi-block-grower", "csi-grow-block", out, sizeLoop, false))
+	p := waitAPIPodRunning(t, h, "csi-block-grower")
+	deviceSize := func(want int64) func() (bool, string) {
+		return func() (bool, string) {
+			b, err := os.ReadFile(filepath.Join(out, "size"))
+			return err == nil && strings.TrimSpace(string(b)) == fmt.Sprint(want), fmt.Sprintf("the container's device size %q %v", b, err)
+		}
+	}
+	waitFor(t, 30*time.Second, "the container's device of 32Mi", deviceSize(32<<20))
+
+	growClaim(t, "csi-grow-block", "64Mi")
+	waitFor(t, 120*time.Second, "the block claim in use resized to 64Mi", func() (bool, string) { return claimResized("csi-grow-block", "64Mi") })
+	target := filepath.Join(h.rootDir, "plugins", "kubernetes.io", "csi", "volumeDevices", "publish", pv.Name, string(p.UID))
+	if calls := d.expansions(t, handle); len(calls) != 1 || calls[0].TargetPath != target || calls[0].CapacityBytes != 64<<20 {
+		t.Errorf("NodeExpandVolume calls %+v, want one on the block publication %s for 64Mi", calls, target)
+	}
+	waitFor(t, 30*time.Second, "the container's device of 64Mi", deviceSize(64<<20))
+	now, err := getAPIPod("csi-block-grower")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := now.Status.ContainerStatuses; len(cs) != 1 || cs[0].RestartCount != 0 || cs[0].State.Running == nil {
+		t.Errorf("the pod's container after the expansion: %+v", cs)
 	}
 }

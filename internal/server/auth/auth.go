@@ -20,12 +20,12 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/clock"
 )
 
 // webhookRetryBackoff is the retry policy of TokenReviews and
@@ -96,21 +96,17 @@ func Build(opts Options) (*Auth, error) {
 
 	switch mode := opts.Authorization.Mode; mode {
 	case kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow:
-		a.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
+		a.Authorizer = authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+			return authorizer.DecisionAllow, "", nil
+		})
 	case kubeletv1beta1.KubeletAuthorizationModeWebhook:
 		if opts.SubjectAccessReviews == nil {
 			return nil, errors.New("authorization.mode: Webhook authorization needs an API server client (--kubeconfig)")
 		}
-		z, err := authorizerfactory.DelegatingAuthorizerConfig{
-			SubjectAccessReviewClient: opts.SubjectAccessReviews,
-			AllowCacheTTL:             opts.Authorization.Webhook.CacheAuthorizedTTL.Duration,
-			DenyCacheTTL:              opts.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
-			WebhookRetryBackoff:       webhookRetryBackoff(),
-		}.New()
-		if err != nil {
-			return nil, fmt.Errorf("authorization: %w", err)
-		}
-		a.Authorizer = z
+		z := newSARAuthorizer(opts.SubjectAccessReviews.SubjectAccessReviews(),
+			opts.Authorization.Webhook.CacheAuthorizedTTL.Duration, opts.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
+			*webhookRetryBackoff(), clock.RealClock{})
+		a.Authorizer = authorizer.AuthorizerFunc(z.Authorize)
 	default:
 		return nil, fmt.Errorf("authorization.mode: unsupported mode %q (AlwaysAllow or Webhook)", mode)
 	}

@@ -283,6 +283,8 @@ func TestBuildMatrix(t *testing.T) {
 			// bob may get nodes/metrics of node-a; the admin everything.
 			sar.Status.Allowed = sar.Spec.User == "admin" ||
 				(sar.Spec.User == "bob" && ra != nil && ra.Verb == "get" && ra.Resource == "nodes" && ra.Subresource == "metrics" && ra.Name == "node-a")
+			// As the API server answers: with its kind.
+			sar.APIVersion, sar.Kind = "authorization.k8s.io/v1", "SubjectAccessReview"
 			out = &sar
 		default:
 			http.NotFound(w, r)
@@ -292,7 +294,8 @@ func TestBuildMatrix(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(out)
 	}))
 	t.Cleanup(api.Close)
-	kube, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL})
+	// The fake server speaks JSON only.
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: api.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
 // Package pleg is the pod lifecycle event generator: it relists the
 // runtime's pods periodically, compares every relist with the previous one
-// and turns the differences into typed events for the pod workers.
+// and turns the differences into typed events for the pod workers. With
+// WithEvents it also follows the runtime's container events, which update
+// the one pod they name at once; the relist keeps its period and stays the
+// fallback that bounds staleness when the stream fails or misses a change.
 package pleg
 
 import (

@@ -242,7 +242,8 @@ func (p *PLEG) RuntimeHealthy() error {
 	return nil
 }
 
-// Pods returns a copy of what the last successful relist found.
+// Pods returns a copy of what the last successful relist found; container
+// events do not change it.
 func (p *PLEG) Pods() []*runtime.PodStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -322,6 +323,12 @@ func (p *PLEG) relist(ctx context.Context) {
 	}
 	events := diff(p.prev, next)
 	p.prev = next
+	// The order of events of a pod the runtime no longer has is moot.
+	for uid := range p.lastEvent {
+		if _, ok := next[uid]; !ok {
+			delete(p.lastEvent, uid)
+		}
+	}
 	p.recMu.Unlock()
 
 	p.mu.Lock()

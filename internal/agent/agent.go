@@ -283,7 +283,7 @@ func (a *Agent) build(ctx context.Context) (_ *components, err error) {
 		statuses: status.NewManager(a.clock),
 		startup:  podstartup.New(a.clock),
 		journal:  journal.New(journal.DefaultSize, a.clock),
-		pleg:     pleg.New(conn.rt, time.Second, a.clock),
+		pleg:     pleg.New(conn.rt, a.opts.PLEGRelistPeriod, a.clock, pleg.WithEvents(conn.rt)),
 	}
 	defer func() {
 		if err != nil {

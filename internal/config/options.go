@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -61,6 +62,9 @@ type Options struct {
 	// LogFileMaxSizeMB is --log-file-max-size: the size in megabytes at
 	// which LogFile is rotated; 0 means never.
 	LogFileMaxSizeMB int
+	// PLEGRelistPeriod is --pleg-relist-period (hidden): the time between
+	// two relists of the runtime's pods; 0 means the PLEG's default.
+	PLEGRelistPeriod time.Duration
 	// ImageCredentialProviderConfig and ImageCredentialProviderBinDir are
 	// --image-credential-provider-config and
 	// --image-credential-provider-bin-dir, made absolute; CredentialProviders
@@ -135,9 +139,11 @@ func osEnv() env {
 // cmdline holds the flags that are not KubeletConfiguration fields.
 type cmdline struct {
 	configFile string
-	configDir  string
-	lockFile   string
-	exitOnLock bool
+	// plegRelistPeriod is --pleg-relist-period.
+	plegRelistPeriod time.Duration
+	configDir        string
+	lockFile         string
+	exitOnLock       bool
 	// Upstream flag-only settings heartlet warns about or refuses.
 	bootstrapKubeconfig string
 	cloudProvider       string
@@ -257,6 +263,7 @@ func load(args []string, e env) (*Options, error) {
 		NodeLabels:           cl.nodeLabels,
 		Verbosity:            int(kc.Logging.Verbosity),
 		LogFileMaxSizeMB:     cl.logFileMaxSize,
+		PLEGRelistPeriod:     cl.plegRelistPeriod,
 		EvictionMemorySignal: cl.evictionMemorySignal,
 		Warnings:             warnings,
 		ConfigDir:            configDir,
@@ -274,6 +281,9 @@ func load(args []string, e env) (*Options, error) {
 			return nil, fmt.Errorf("resolving --log-file %q: %w", logFile, err)
 		}
 		opts.LogFile = p
+	}
+	if cl.plegRelistPeriod < 0 {
+		problems = append(problems, &Problem{Flag: "--pleg-relist-period", Field: field.Invalid(field.NewPath("plegRelistPeriod"), cl.plegRelistPeriod.String(), "must be 0 (the default, 1s) or more")})
 	}
 	if cl.logFileMaxSize < 0 {
 		problems = append(problems, &Problem{Flag: "--log-file-max-size", Field: field.Invalid(field.NewPath("logFileMaxSize"), cl.logFileMaxSize, "must be 0 (never rotate) or more")})
@@ -452,6 +462,8 @@ func newFlagSet(kc *kubeletv1beta1.KubeletConfiguration, cl *cmdline) (*pflag.Fl
 	cfg("sync-frequency", "syncFrequency")
 	fs.StringVar(&kc.ContainerRuntimeEndpoint, "container-runtime-endpoint", kc.ContainerRuntimeEndpoint, "CRI runtime endpoint, unix:///path/to/socket (containerRuntimeEndpoint).")
 	cfg("container-runtime-endpoint", "containerRuntimeEndpoint")
+	fs.DurationVar(&cl.plegRelistPeriod, "pleg-relist-period", cl.plegRelistPeriod, "Time between two relists of the runtime's pods; 0 means 1s. For tests and diagnostics: container events keep the PLEG current between relists when the runtime sends them.")
+	_ = fs.MarkHidden("pleg-relist-period")
 	fs.StringVar(&kc.ImageServiceEndpoint, "image-service-endpoint", kc.ImageServiceEndpoint, "CRI image service endpoint; empty means the runtime endpoint (imageServiceEndpoint).")
 	cfg("image-service-endpoint", "imageServiceEndpoint")
 	fs.DurationVar(&kc.RuntimeRequestTimeout.Duration, "runtime-request-timeout", kc.RuntimeRequestTimeout.Duration, "Timeout of CRI requests other than pulls, logs, exec and attach (runtimeRequestTimeout).")

@@ -35,6 +35,20 @@ var (
 		Help:      "Timestamp in seconds when PLEG was last seen active.",
 	})
 
+	// EventedPLEGConnError counts failures of the container runtime's
+	// event stream (CRI GetContainerEvents) the PLEG follows.
+	EventedPLEGConnError = prometheus.NewCounter(prometheus.CounterOpts{
+		Subsystem: subsystem,
+		Name:      "evented_pleg_connection_error_count",
+		Help:      "Failures of the container runtime's event stream (CRI GetContainerEvents) followed by the PLEG.",
+	})
+	// EventedPLEGConnSuccess counts the container event streams opened.
+	EventedPLEGConnSuccess = prometheus.NewCounter(prometheus.CounterOpts{
+		Subsystem: subsystem,
+		Name:      "evented_pleg_connection_success_count",
+		Help:      "Container runtime event streams (CRI GetContainerEvents) opened by the PLEG.",
+	})
+
 	// PodStartDuration observes the time from heartlet first seeing a pod to
 	// the pod's phase becoming Running.
 	PodStartDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -174,6 +188,8 @@ func init() {
 	Registry.MustRegister(
 		NodeName,
 		PLEGLastSeen,
+		EventedPLEGConnError,
+		EventedPLEGConnSuccess,
 		PodStartDuration,
 		PodStartSLIDuration,
 		PodStartTotalDuration,

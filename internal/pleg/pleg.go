@@ -1,6 +1,9 @@
 // Package pleg is the pod lifecycle event generator: it relists the
 // runtime's pods periodically, compares every relist with the previous one
-// and turns the differences into typed events for the pod workers.
+// and turns the differences into typed events for the pod workers. With
+// WithEvents it also follows the runtime's container events, which update
+// the one pod they name at once; the relist keeps its period and stays the
+// fallback that bounds staleness when the stream fails or misses a change.
 package pleg
 
 import (
@@ -78,8 +81,20 @@ type PLEG struct {
 	events *coalesce.Queue[types.UID, Event]
 
 	// Used by the relisting goroutine only.
-	prev      map[types.UID]*record
 	lastStart time.Time
+
+	// recMu guards the records of what was last seen of each pod, which
+	// both the relist and the container event stream update.
+	recMu sync.Mutex
+	prev  map[types.UID]*record
+	// gen counts the container events applied; eventGen is the gen of the
+	// last event applied to each pod, and lastEvent its runtime time.
+	gen       uint64
+	eventGen  map[types.UID]uint64
+	lastEvent map[types.UID]time.Time
+
+	// events is WithEvents' source, nil without it.
+	source EventSource
 
 	mu          sync.Mutex
 	pods        []*runtime.PodStatus
@@ -89,12 +104,25 @@ type PLEG struct {
 
 	// afterRelist is WithAfterRelist's function, nil without it.
 	afterRelist func()
+	// afterStreamError, when set, is called once the container event
+	// stream's retry timer waits (tests step the fake clock then).
+	afterStreamError func(time.Duration)
 }
 
-// record is what one relist saw of one pod.
+// record is what one relist or container event saw of one pod.
 type record struct {
 	sandboxes  map[string]runtime.SandboxState
 	containers map[string]runtime.ContainerState
+	// sandboxOf is the sandbox ID of each container.
+	sandboxOf map[string]string
+}
+
+func newRecord() *record {
+	return &record{
+		sandboxes:  map[string]runtime.SandboxState{},
+		containers: map[string]runtime.ContainerState{},
+		sandboxOf:  map[string]string{},
+	}
 }
 
 // New returns a PLEG that lists pods with l every period (DefaultPeriod
@@ -109,6 +137,9 @@ func New(l Lister, period time.Duration, clk clock.Clock, opts ...Option) *PLEG 
 		clk:    clk,
 		events: coalesce.New[types.UID, Event](eventBuffer),
 		prev:   map[types.UID]*record{},
+
+		eventGen:  map[types.UID]uint64{},
+		lastEvent: map[types.UID]time.Time{},
 	}
 	for _, o := range opts {
 		o(p)
@@ -148,7 +179,15 @@ func (p *PLEG) Run(ctx context.Context) error {
 	p.mu.Unlock()
 
 	logger := klog.FromContext(ctx)
-	logger.V(2).Info("Starting PLEG", "period", p.period)
+	logger.V(2).Info("Starting PLEG", "period", p.period, "containerEvents", p.source != nil)
+	if p.source != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			p.watch(ctx)
+		}()
+	}
 	for {
 		p.relist(ctx)
 		t := p.clk.NewTimer(p.period)
@@ -203,7 +242,8 @@ func (p *PLEG) RuntimeHealthy() error {
 	return nil
 }
 
-// Pods returns a copy of what the last successful relist found.
+// Pods returns a copy of what the last successful relist found; container
+// events do not change it.
 func (p *PLEG) Pods() []*runtime.PodStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -240,6 +280,9 @@ func (p *PLEG) relist(ctx context.Context) {
 		metrics.PLEGRelistDuration.Observe(p.clk.Since(start).Seconds())
 	}()
 
+	p.recMu.Lock()
+	gen := p.gen
+	p.recMu.Unlock()
 	pods, err := p.lister.ListPods(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -258,18 +301,35 @@ func (p *PLEG) relist(ctx context.Context) {
 	for _, s := range pods {
 		r := next[s.UID]
 		if r == nil {
-			r = &record{sandboxes: map[string]runtime.SandboxState{}, containers: map[string]runtime.ContainerState{}}
+			r = newRecord()
 			next[s.UID] = r
 		}
-		for _, sb := range s.Sandboxes {
-			r.sandboxes[sb.ID] = sb.State
+		r.add(s)
+	}
+	p.recMu.Lock()
+	// A container event applied while the runtime was being listed is
+	// newer than what the list saw of its pod: the event's record stands
+	// and the next relist compares against it.
+	for uid, g := range p.eventGen {
+		if g <= gen {
+			delete(p.eventGen, uid)
+			continue
 		}
-		for _, c := range s.Containers {
-			r.containers[c.ID] = c.State
+		if r := p.prev[uid]; r != nil {
+			next[uid] = r
+		} else {
+			delete(next, uid)
 		}
 	}
 	events := diff(p.prev, next)
 	p.prev = next
+	// The order of events of a pod the runtime no longer has is moot.
+	for uid := range p.lastEvent {
+		if _, ok := next[uid]; !ok {
+			delete(p.lastEvent, uid)
+		}
+	}
+	p.recMu.Unlock()
 
 	p.mu.Lock()
 	p.pods = pods

@@ -32,15 +32,21 @@ type cri struct {
 
 func newCRI(t *testing.T) *cri {
 	t.Helper()
+	return newCRIAt(t, criEndpoint)
+}
+
+// newCRIAt is newCRI for the runtime at endpoint.
+func newCRIAt(t *testing.T, endpoint string) *cri {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rs, err := criclient.NewRemoteRuntimeServiceBuilder().
-		WithEndpoint(criEndpoint).
+		WithEndpoint(endpoint).
 		WithConnectionTimeout(30 * time.Second).
 		WithTracerProvider(nil).
 		Build(ctx)
 	if err != nil {
-		t.Fatalf("connect to CRI endpoint %s: %v", criEndpoint, err)
+		t.Fatalf("connect to CRI endpoint %s: %v", endpoint, err)
 	}
 	t.Cleanup(func() { _ = rs.Close(context.Background()) })
 	return &cri{rs: rs}

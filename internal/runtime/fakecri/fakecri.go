@@ -121,6 +121,8 @@ type Server struct {
 	pullHook func(ctx context.Context, image string) error // SetPullHook
 
 	statusInfo map[string]string // SetStatusInfo
+
+	watchers []*watcher // open GetContainerEvents streams
 }
 
 type sandbox struct {
@@ -420,6 +422,7 @@ func (s *Server) exit(c *container, code int32, reason string) {
 	c.FinishedAt = s.now()
 	c.ExitCode = code
 	c.Reason = reason
+	s.emit(c, runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT)
 }
 
 // addImage adds (or returns) the image named ref. Callers hold s.mu.
@@ -746,6 +749,7 @@ func (r *runtimeServer) CreateContainer(_ context.Context, req *runtimeapi.Creat
 		c.LogPath = filepath.Join(dir, p)
 	}
 	s.containers[id] = c
+	s.emit(c, runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT)
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
 
@@ -768,6 +772,7 @@ func (r *runtimeServer) StartContainer(_ context.Context, req *runtimeapi.StartC
 	}
 	c.State = runtimeapi.ContainerState_CONTAINER_RUNNING
 	c.StartedAt = s.now()
+	s.emit(c, runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT)
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 
@@ -827,7 +832,10 @@ func (r *runtimeServer) RemoveContainer(_ context.Context, req *runtimeapi.Remov
 	if err := s.begin("RemoveContainer"); err != nil {
 		return nil, err
 	}
-	delete(s.containers, req.GetContainerId())
+	if c := s.containers[req.GetContainerId()]; c != nil {
+		delete(s.containers, c.ID)
+		s.emit(c, runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT)
+	}
 	return &runtimeapi.RemoveContainerResponse{}, nil
 }
 
@@ -880,7 +888,12 @@ func (r *runtimeServer) ContainerStatus(_ context.Context, req *runtimeapi.Conta
 	if c == nil {
 		return nil, notFound("container %q not found", req.GetContainerId())
 	}
-	return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{
+	return &runtimeapi.ContainerStatusResponse{Status: c.status()}, nil
+}
+
+// status returns the container's CRI status. Callers hold s.mu.
+func (c *container) status() *runtimeapi.ContainerStatus {
+	return &runtimeapi.ContainerStatus{
 		Id:          c.ID,
 		Metadata:    proto.Clone(c.Config.GetMetadata()).(*runtimeapi.ContainerMetadata),
 		State:       c.State,
@@ -898,7 +911,7 @@ func (r *runtimeServer) ContainerStatus(_ context.Context, req *runtimeapi.Conta
 		LogPath:     c.LogPath,
 		Mounts:      c.Config.GetMounts(),
 		Resources:   containerResources(c.Config),
-	}}, nil
+	}
 }
 
 // imageServer implements runtimeapi.ImageServiceServer.

@@ -95,16 +95,9 @@ func (p *Plugin) setUpBlock(ctx context.Context, pod *v1.Pod, v *v1.Volume, clai
 		if p.csi == nil {
 			return volume.Mounted{}, fmt.Errorf("csi persistentvolume %q: %w", pv.Name, volume.ErrUnsupported)
 		}
-		m, err := p.csi.SetUpPersistentBlock(ctx, pod, v, pv, readOnly || src.CSI.ReadOnly)
-		if err != nil {
-			return m, err
-		}
-		if e, ok := p.csi.(CSIExpander); ok {
-			if err := e.ExpandPersistent(ctx, pod, claim, pv, readOnly || src.CSI.ReadOnly); err != nil {
-				return volume.Mounted{}, err
-			}
-		}
-		return m, nil
+		return p.setUpCSI(ctx, pod, claim, pv, readOnly || src.CSI.ReadOnly, func() (volume.Mounted, error) {
+			return p.csi.SetUpPersistentBlock(ctx, pod, v, pv, readOnly || src.CSI.ReadOnly)
+		})
 	}
 	return volume.Mounted{}, fmt.Errorf("persistentvolume %q: volumeMode Block of volume source %s: %w", pv.Name, blockSourceName(&pv.Spec.PersistentVolumeSource), volume.ErrUnsupported)
 }

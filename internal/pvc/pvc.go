@@ -203,18 +203,26 @@ func (p *Plugin) SetUp(ctx context.Context, pod *v1.Pod, v *v1.Volume) (volume.M
 		if p.csi == nil {
 			return volume.Mounted{}, fmt.Errorf("csi persistentvolume %q: %w", pv.Name, volume.ErrUnsupported)
 		}
-		m, err := p.csi.SetUpPersistent(ctx, pod, v, pv, readOnly || src.CSI.ReadOnly)
-		if err != nil {
-			return m, err
-		}
-		if e, ok := p.csi.(CSIExpander); ok {
-			if err := e.ExpandPersistent(ctx, pod, claim, pv, readOnly || src.CSI.ReadOnly); err != nil {
-				return volume.Mounted{}, err
-			}
-		}
-		return m, nil
+		return p.setUpCSI(ctx, pod, claim, pv, readOnly || src.CSI.ReadOnly, func() (volume.Mounted, error) {
+			return p.csi.SetUpPersistent(ctx, pod, v, pv, readOnly || src.CSI.ReadOnly)
+		})
 	}
 	return volume.Mounted{}, fmt.Errorf("persistentvolume %q: volume source %s: %w", pv.Name, sourceName(&pv.Spec.PersistentVolumeSource), volume.ErrUnsupported)
+}
+
+// setUpCSI sets up a CSI PV with setUp and then does the node's part of
+// an expansion the claim waits for (see CSIExpander).
+func (p *Plugin) setUpCSI(ctx context.Context, pod *v1.Pod, claim *v1.PersistentVolumeClaim, pv *v1.PersistentVolume, readOnly bool, setUp func() (volume.Mounted, error)) (volume.Mounted, error) {
+	m, err := setUp()
+	if err != nil {
+		return m, err
+	}
+	if e, ok := p.csi.(CSIExpander); ok {
+		if err := e.ExpandPersistent(ctx, pod, claim, pv, readOnly); err != nil {
+			return volume.Mounted{}, err
+		}
+	}
+	return m, nil
 }
 
 // checkAffinity checks pv's required node affinity against this node.

@@ -13,8 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
-
-	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
 // NodeIDAnnotation is the node annotation that maps driver names to the
@@ -28,14 +26,14 @@ const NodeIDAnnotation = "csi.volume.kubernetes.io/nodeid"
 // created (owned by the Node) when missing. It implements
 // NodeInfoPublisher.
 type NodeInfo struct {
-	kube     kubeclient.Interface
+	kube     KubeClient
 	nodeName string
 }
 
 var _ NodeInfoPublisher = (*NodeInfo)(nil)
 
 // NewNodeInfo returns the publisher for this node.
-func NewNodeInfo(kube kubeclient.Interface, nodeName string) *NodeInfo {
+func NewNodeInfo(kube KubeClient, nodeName string) *NodeInfo {
 	return &NodeInfo{kube: kube, nodeName: nodeName}
 }
 

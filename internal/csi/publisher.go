@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	storagev1client "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,10 +29,16 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
-	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/volume"
 )
+
+// KubeClient is the API groups the CSI node side reads and writes: a clientset (kubeclient's, or client-go's fake in
+// tests).
+type KubeClient interface {
+	CoreV1() corev1client.CoreV1Interface
+	StorageV1() storagev1client.StorageV1Interface
+}
 
 // Upstream's names.
 const (
@@ -81,7 +89,7 @@ type PublisherOptions struct {
 	Drivers *Drivers
 	// Kube reads CSIDriver objects, VolumeAttachments and secrets; nil in
 	// standalone mode, where every CSI volume fails with volume.ErrNoAPI.
-	Kube kubeclient.Interface
+	Kube KubeClient
 	// Tokens requests tokens for tokenRequests; nil refuses such drivers.
 	Tokens TokenRequester
 	// StatsPeriod is how often RunStats reads the volumes' stats from

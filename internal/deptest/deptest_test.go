@@ -28,6 +28,11 @@ var kubeclientImporters = map[string]string{
 	// (kubeconfig, credentials, the node's objects): the client is what it
 	// examines, not a way to reach a domain's data.
 	"internal/doctor": "checks the API server connection that kubeclient makes",
+	// Certificate rotation builds a new client from each certificate it
+	// gets (client-go's certificate manager asks for a clientset per
+	// certificate), so it needs kubeclient's constructor and its adapter
+	// to client-go's all-groups interface.
+	"internal/certificate": "builds a client from each rotated certificate",
 }
 
 // deciders are the packages that decide through interfaces they declare:

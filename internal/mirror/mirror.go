@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"maps"
 	"sort"
 	"sync"
@@ -21,9 +22,14 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
+
+// KubeClient is the API group mirror pods are written with: a clientset (kubeclient's, or client-go's fake in
+// tests).
+type KubeClient interface {
+	CoreV1() corev1client.CoreV1Interface
+}
 
 // ErrNodeUnknown is returned by Sync when a mirror pod must be created but
 // the node's API object (and so its UID, which the owner reference needs)
@@ -33,7 +39,7 @@ var ErrNodeUnknown = errors.New("node object not known yet")
 // Manager creates and deletes mirror pods. It is safe for concurrent use;
 // Sync calls are serialized.
 type Manager struct {
-	kube     kubeclient.Interface
+	kube     KubeClient
 	nodeName string
 	node     func() *v1.Node
 
@@ -46,7 +52,7 @@ type Manager struct {
 // New returns a Manager for the node nodeName. node returns the node's
 // last known API object (nil before it is registered); its UID goes into
 // the owner reference of every mirror pod.
-func New(kube kubeclient.Interface, nodeName string, node func() *v1.Node) *Manager {
+func New(kube KubeClient, nodeName string, node func() *v1.Node) *Manager {
 	return &Manager{kube: kube, nodeName: nodeName, node: node, refused: map[string]string{}}
 }
 

@@ -8,6 +8,8 @@ package nodestatus
 import (
 	"context"
 	"errors"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sync"
 	"time"
 
@@ -24,9 +26,14 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-
-	"github.com/heartlet/heartlet/internal/kubeclient"
 )
+
+// KubeClient is the API groups the Node and its Lease are written with: a clientset (kubeclient's, or client-go's fake in
+// tests).
+type KubeClient interface {
+	CoreV1() corev1client.CoreV1Interface
+	CoordinationV1() coordinationv1client.CoordinationV1Interface
+}
 
 // Defaults, as the upstream kubelet's.
 const (
@@ -115,7 +122,7 @@ type Options struct {
 	// Heartbeat, when set, is used for status patches and Lease renewals
 	// (a client without client-side rate limiting); otherwise the main
 	// client is.
-	Heartbeat kubeclient.Interface
+	Heartbeat KubeClient
 	// Recorder records node events (NodeReady, NodeNotReady, pressure
 	// transitions, Starting, Rebooted); nil records none.
 	Recorder record.EventRecorder
@@ -138,8 +145,8 @@ type Options struct {
 
 // Manager keeps the Node and its Lease up to date.
 type Manager struct {
-	kube      kubeclient.Interface
-	heartbeat kubeclient.Interface
+	kube      KubeClient
+	heartbeat KubeClient
 	clk       clock.WithTicker
 	opts      Options
 	rt        RuntimeInfo
@@ -168,7 +175,7 @@ type Manager struct {
 // New returns a Manager. ready funcs are further readiness checks: the
 // node is Ready only when the runtime answers and every one returns nil.
 // New has no side effects.
-func New(kube kubeclient.Interface, clk clock.WithTicker, opts Options, rt RuntimeInfo, ready ...func() error) *Manager {
+func New(kube KubeClient, clk clock.WithTicker, opts Options, rt RuntimeInfo, ready ...func() error) *Manager {
 	if opts.Hostname == "" {
 		opts.Hostname = opts.NodeName
 	}
@@ -209,7 +216,7 @@ func New(kube kubeclient.Interface, clk clock.WithTicker, opts Options, rt Runti
 }
 
 // newNodeInformer watches this node's Node object only.
-func newNodeInformer(kube kubeclient.Interface, name string) cache.SharedIndexInformer {
+func newNodeInformer(kube KubeClient, name string) cache.SharedIndexInformer {
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

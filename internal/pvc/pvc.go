@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"os"
 	"sync"
 
@@ -31,10 +32,15 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/clock"
 
-	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/volume"
 )
+
+// KubeClient is the API group claims, volumes and the Node are read with: a clientset (kubeclient's, or client-go's fake in
+// tests).
+type KubeClient interface {
+	CoreV1() corev1client.CoreV1Interface
+}
 
 // Sentinel errors, checked with errors.Is.
 var (
@@ -280,12 +286,12 @@ func sourceName(s *v1.PersistentVolumeSource) string {
 
 // clientGetter reads through the API server with the node's identity.
 type clientGetter struct {
-	kube     kubeclient.Interface
+	kube     KubeClient
 	nodeName string
 }
 
 // NewClientGetter returns a Getter that reads through kube.
-func NewClientGetter(kube kubeclient.Interface, nodeName string) Getter {
+func NewClientGetter(kube KubeClient, nodeName string) Getter {
 	return clientGetter{kube: kube, nodeName: nodeName}
 }
 

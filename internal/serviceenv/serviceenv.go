@@ -13,6 +13,7 @@ package serviceenv
 import (
 	"context"
 	"errors"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"net"
 	"sort"
 	"strconv"
@@ -26,9 +27,14 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
+
+// KubeClient is the API group Services are read with: a clientset (kubeclient's, or client-go's fake in
+// tests).
+type KubeClient interface {
+	CoreV1() corev1client.CoreV1Interface
+}
 
 // The master Service every pod gets the variables of, as upstream.
 const (
@@ -58,7 +64,7 @@ type Env struct {
 // each Service only what the variables are made of (see Slim): a cluster
 // has many Services, and their annotations and managed fields would
 // otherwise stay in memory for nothing.
-func New(client kubeclient.Interface) *Env {
+func New(client KubeClient) *Env {
 	services := client.CoreV1().Services(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kuberuntime.Object, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,11 +21,16 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/heartlet/heartlet/internal/journal"
-	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podspec"
 )
+
+// KubeClient is the API group pod statuses are written with: a clientset (kubeclient's, or client-go's fake in
+// tests).
+type KubeClient interface {
+	CoreV1() corev1client.CoreV1Interface
+}
 
 // Default periods of a Syncer.
 const (
@@ -81,7 +87,7 @@ type SyncerOptions struct {
 // The Syncer never blocks the Manager: it only reads it, and a slow API
 // server only delays later rounds.
 type Syncer struct {
-	kube   kubeclient.Interface
+	kube   KubeClient
 	m      *Manager
 	clk    clock.WithTicker
 	opts   SyncerOptions
@@ -126,7 +132,7 @@ type record struct {
 
 // NewSyncer returns a Syncer that writes m's statuses with kube. It does
 // nothing until Run.
-func NewSyncer(kube kubeclient.Interface, m *Manager, clk clock.WithTicker, opts SyncerOptions) *Syncer {
+func NewSyncer(kube KubeClient, m *Manager, clk clock.WithTicker, opts SyncerOptions) *Syncer {
 	s := &Syncer{
 		kube:    kube,
 		m:       m,

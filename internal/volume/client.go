@@ -2,24 +2,29 @@ package volume
 
 import (
 	"context"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/heartlet/heartlet/internal/kubeclient"
 )
+
+// KubeClient is the API group ConfigMaps, Secrets and tokens are read and asked with: a clientset (kubeclient's, or client-go's fake in
+// tests).
+type KubeClient interface {
+	CoreV1() corev1client.CoreV1Interface
+}
 
 // clientGetter is the Getter that reads through the API server. A node may
 // read only the ConfigMaps and Secrets its pods reference and request
 // tokens only for its pods' service accounts, which is all it asks for.
 type clientGetter struct {
-	kube kubeclient.Interface
+	kube KubeClient
 }
 
 // NewClientGetter returns a Getter that reads ConfigMaps and Secrets and
 // requests tokens through kube.
-func NewClientGetter(kube kubeclient.Interface) Getter {
+func NewClientGetter(kube KubeClient) Getter {
 	return clientGetter{kube: kube}
 }
 

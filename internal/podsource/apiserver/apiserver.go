@@ -37,6 +37,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"maps"
 	"slices"
 	"sort"
@@ -54,9 +55,14 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
+
+// KubeClient is the API group the node's pods are watched with: a clientset (kubeclient's, or client-go's fake in
+// tests).
+type KubeClient interface {
+	CoreV1() corev1client.CoreV1Interface
+}
 
 // SourceName is the name of this source in podconfig, also the value of the
 // kubernetes.io/config.source annotation of its pods.
@@ -104,7 +110,7 @@ type Source struct {
 
 // New returns a source for the pods bound to node nodeName, read through
 // kube, that delivers to sink (nil: nowhere). New starts nothing.
-func New(kube kubeclient.Interface, nodeName string, sink Sink) *Source {
+func New(kube KubeClient, nodeName string, sink Sink) *Source {
 	if sink == nil {
 		sink = discard{}
 	}

@@ -72,6 +72,11 @@ const (
 	kindSecret    = "secret"
 )
 
+// contentRewriteGap is how long after a Prepare wrote a pod's content
+// volumes another Prepare of the same pod object leaves them: the syncs of
+// a starting pod come within it, its periodic syncs (syncFrequency) after.
+const contentRewriteGap = 5 * time.Second
+
 // Getter reads the API objects volumes and environment variables need.
 // NewClientGetter adapts a clientset. Implementations return an error for
 // which apierrors.IsNotFound or errors.Is(err, ErrMissingObject) holds when
@@ -137,9 +142,9 @@ type podState struct {
 	mounted map[string]Mounted
 	// contentPod is the pod object all of whose content volumes
 	// (configMap, secret, downwardAPI, projected) Prepare wrote at
-	// contentAt: until the refresh period has passed (and Run has
-	// refreshed them meanwhile), a Prepare of the same object, such as the
-	// syncs of a starting pod, does not write them again.
+	// contentAt: for contentRewriteGap, a Prepare of the same object, such
+	// as the next syncs of a starting pod, does not write them again; the
+	// pod's periodic syncs do, as upstream's.
 	contentPod *v1.Pod
 	contentAt  time.Time
 }
@@ -240,7 +245,7 @@ func (m *Manager) Prepare(ctx context.Context, pod *v1.Pod) error {
 
 	logger := klog.FromContext(ctx)
 	now := m.clk.Now()
-	fresh := st.contentPod == pod && now.Sub(st.contentAt) < m.opts.RefreshPeriod
+	fresh := st.contentPod == pod && now.Sub(st.contentAt) < contentRewriteGap
 	contentOK := true
 	var errs []error
 	for i := range pod.Spec.Volumes {

@@ -847,7 +847,7 @@ func TestPodDirs(t *testing.T) {
 }
 
 // The syncs of a starting pod prepare its content volumes once: a Prepare
-// of the same pod object within the refresh period reads and writes
+// of the same pod object within contentRewriteGap reads and writes
 // nothing; a new object of the pod, a failed write or the period passing
 // makes the next Prepare write them again.
 func TestPrepareWritesContentOncePerPodObject(t *testing.T) {
@@ -866,8 +866,8 @@ func TestPrepareWritesContentOncePerPodObject(t *testing.T) {
 	}{
 		{"first prepare", func() {}, func() *v1.Pod { return pod }, 1, false},
 		{"same object again", func() {}, func() *v1.Pod { return pod }, 0, false},
-		{"same object, period not over", func() { e.clk.Step(DefaultRefreshPeriod - time.Second) }, func() *v1.Pod { return pod }, 0, false},
-		{"period over", func() { e.clk.Step(time.Second) }, func() *v1.Pod { return pod }, 1, false},
+		{"same object, gap not over", func() { e.clk.Step(contentRewriteGap - time.Second) }, func() *v1.Pod { return pod }, 0, false},
+		{"gap over: a periodic sync writes them", func() { e.clk.Step(time.Second) }, func() *v1.Pod { return pod }, 1, false},
 		{"an update of the pod", func() { pod = pod.DeepCopy(); pod.Labels["v"] = "2" }, func() *v1.Pod { return pod }, 1, false},
 		{"a failed read", func() { pod = pod.DeepCopy(); e.getter.getErr = errors.New("API down") }, func() *v1.Pod { return pod }, 1, true},
 		{"retried after the failure", func() { e.getter.getErr = nil }, func() *v1.Pod { return pod }, 1, false},

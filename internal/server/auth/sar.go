@@ -11,7 +11,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -125,17 +124,15 @@ func (z *sarAuthorizer) retry(ctx context.Context, f func() error) error {
 	return err
 }
 
-// retriable tells whether a failed review is worth asking again.
+// retriable tells whether a failed review is worth asking again: any
+// failure without an API status (the connection), a 5xx or a 429.
 func retriable(err error) bool {
-	if utilnet.IsConnectionReset(err) || utilnet.IsConnectionRefused(err) || utilnet.IsProbableEOF(err) {
-		return true
-	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		code := status.Status().Code
 		return code >= 500 || code == 429
 	}
-	return true // transport errors without an API status
+	return true
 }
 
 // reviewSpec is the SubjectAccessReview of a request's attributes.

@@ -86,6 +86,19 @@ func startEvented(t *testing.T, prep func(*fakecri.Server)) *eventedEnv {
 	return e
 }
 
+// streamOpen waits until the PLEG opened its event stream and the fake
+// runtime holds it: the client's side is open before the runtime's
+// handler registers it, and events in between reach no stream.
+func (e *eventedEnv) streamOpen(t *testing.T, what string) {
+	t.Helper()
+	recv(t, e.src.connected, what)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := e.srv.WaitEventStreams(ctx, 1); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	t.Helper()
 	select {
@@ -153,7 +166,7 @@ func (e *eventedEnv) runPod(t *testing.T) (sandboxID, containerID string) {
 // fake clock never reaches the relist period).
 func TestEventsWithoutRelist(t *testing.T) {
 	e := startEvented(t, nil)
-	recv(t, e.src.connected, "stream open")
+	e.streamOpen(t, "stream open")
 	ctx := context.Background()
 	sb, id := e.runPod(t)
 	// The sandbox is first seen with the container's creation event.
@@ -183,7 +196,7 @@ func TestEventsWithoutRelist(t *testing.T) {
 // the backoff and events flow again once it reopened.
 func TestStreamErrorReconnects(t *testing.T) {
 	e := startEvented(t, nil)
-	recv(t, e.src.connected, "stream open")
+	e.streamOpen(t, "stream open")
 	before := testutil.ToFloat64(metrics.EventedPLEGConnError)
 	e.srv.BreakEventStreams(status.Error(codes.Unavailable, "runtime restarting"))
 	if err := recv(t, e.src.ended, "stream end"); status.Code(errors.Unwrap(err)) != codes.Unavailable {
@@ -203,7 +216,7 @@ func TestStreamErrorReconnects(t *testing.T) {
 		t.Errorf("second retry in %v, want %v", d, 2*minStreamBackoff)
 	}
 	e.clk.Step(2 * minStreamBackoff)
-	recv(t, e.src.connected, "stream reopened")
+	e.streamOpen(t, "stream reopened")
 	e.runPod(t)
 	wantEvents(t, e.p, testPod.UID, SandboxChanged, ContainerChanged)
 }

@@ -1,6 +1,9 @@
 package fakecri
 
 import (
+	"context"
+	"fmt"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -29,6 +32,32 @@ func (s *Server) BreakEventStreams(err error) {
 		close(w.broken)
 	}
 	s.watchers = nil
+}
+
+// WaitEventStreams waits until at least n GetContainerEvents streams are
+// open on the server side. A client's stream can be established before
+// the server's handler has registered it; events emitted in between are
+// not delivered to it, so tests wait for this before acting.
+func (s *Server) WaitEventStreams(ctx context.Context, n int) error {
+	for {
+		s.mu.Lock()
+		open, changed := len(s.watchers), s.watchersChanged
+		s.mu.Unlock()
+		if open >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d event streams (%d open): %w", n, open, ctx.Err())
+		}
+	}
+}
+
+// watchersUpdated wakes WaitEventStreams. Callers hold s.mu.
+func (s *Server) watchersUpdated() {
+	close(s.watchersChanged)
+	s.watchersChanged = make(chan struct{})
 }
 
 // EventStreams returns how many GetContainerEvents streams are open.
@@ -86,6 +115,7 @@ func (r *runtimeServer) GetContainerEvents(_ *runtimeapi.GetEventsRequest, strea
 	}
 	w := &watcher{events: make(chan *runtimeapi.ContainerEventResponse, watcherBuffer), broken: make(chan error)}
 	s.watchers = append(s.watchers, w)
+	s.watchersUpdated()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()

@@ -122,7 +122,8 @@ type Server struct {
 
 	statusInfo map[string]string // SetStatusInfo
 
-	watchers []*watcher // open GetContainerEvents streams
+	watchers        []*watcher    // open GetContainerEvents streams
+	watchersChanged chan struct{} // closed and replaced when a stream opens
 }
 
 type sandbox struct {
@@ -178,6 +179,8 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		runtimeReady: true,
 		networkReady: true,
 		streamBase:   DefaultStreamBase,
+
+		watchersChanged: make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(s)

@@ -42,6 +42,7 @@ const (
 // Runtime is what the syncer needs of the container runtime.
 type Runtime interface {
 	GetPodStatus(ctx context.Context, uid types.UID) (*runtime.PodStatus, error)
+	SandboxIPs(ctx context.Context, id string) ([]string, error)
 	RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error)
 	StopPodSandbox(ctx context.Context, id string) error
 	RemovePodSandbox(ctx context.Context, id string) error
@@ -316,13 +317,17 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	if err != nil {
 		return podworker.SyncResult{}, fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
 	}
+	// unchanged is rs while this sync has changed nothing in the runtime:
+	// the status it reports is then rs, not read again. Any step that may
+	// change the pod in the runtime sets it to nil.
+	unchanged := rs
 	if exceeded, _ := s.activeDeadline(pod); exceeded {
 		// As upstream: the pod failed; the worker stops it with its grace
 		// period.
 		logger.Info("Pod exceeded its active deadline, stopping it", "activeDeadlineSeconds", *pod.Spec.ActiveDeadlineSeconds)
 		s.event(pod, v1.EventTypeNormal, status.ReasonDeadlineExceeded, "%s", status.MessageDeadlineExceeded)
 		s.note(pod, journal.Entry{Kind: journal.KindStatus, Reason: status.ReasonDeadlineExceeded, Message: status.MessageDeadlineExceeded})
-		s.reportStatus(ctx, pod, nil, false)
+		s.reportStatus(ctx, pod, nil, false, unchanged)
 		return podworker.SyncResult{Terminal: true}, nil
 	}
 	acts := computeActions(pod, rs, runtime.HashContainer, crashBackoff{s.crash.Backoff, s.clock}, s.opts.Probes)
@@ -343,12 +348,13 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 			sb := rs.Sandboxes[0]
 			logger.Info("Pod sandbox changed, killing the pod to create a new sandbox", "sandbox", sb.ID, "state", sb.State, "ips", sb.IPs, "hostNetwork", sb.HostNetwork)
 		}
+		unchanged = nil
 		if err := s.killPod(ctx, pod, rs, gracePeriod(pod)); err != nil {
 			return podworker.SyncResult{}, err
 		}
 	}
 	if acts.terminal {
-		s.reportStatus(ctx, pod, waitingFor, false)
+		s.reportStatus(ctx, pod, waitingFor, false, unchanged)
 		return podworker.SyncResult{Terminal: true}, nil
 	}
 
@@ -359,9 +365,12 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		s.note(pod, journal.Entry{Kind: journal.KindVolume, Message: fmt.Sprintf("%d volumes ready", len(pod.Spec.Volumes))})
 	}
 	var errs []error
-	pod, err = s.resize(ctx, desired, pod, rs, &acts)
+	pod, resized, err := s.resize(ctx, desired, pod, rs, &acts)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if resized {
+		unchanged = nil
 	}
 
 	sbCfg, err := s.sandboxConfig(pod, acts.sandboxAttempt)
@@ -372,7 +381,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 			s.note(pod, journal.Entry{Kind: journal.KindContainer, Reason: "FailedCreatePodSandBox", Message: "pod sandbox not created: " + err.Error()})
 		}
-		s.reportStatus(ctx, pod, waitingFor, false)
+		s.reportStatus(ctx, pod, waitingFor, false, unchanged)
 		return podworker.SyncResult{}, fmt.Errorf("generate sandbox config: %w", err)
 	}
 	sandboxID := acts.sandboxID
@@ -381,11 +390,12 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		if err := s.opts.CheckDisk(); err != nil {
 			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 			s.note(pod, journal.Entry{Kind: journal.KindContainer, Reason: "FailedCreatePodSandBox", Message: "pod sandbox not created: " + err.Error()})
-			s.reportStatus(ctx, pod, waitingFor, false)
+			s.reportStatus(ctx, pod, waitingFor, false, unchanged)
 			return podworker.SyncResult{}, fmt.Errorf("create pod sandbox: %w", err)
 		}
 	}
 	if acts.createSandbox {
+		unchanged = nil
 		logger.V(2).Info("Creating pod sandbox", "attempt", acts.sandboxAttempt)
 		metrics.StartedPods.Inc()
 		handler, err := s.runtimeHandler(ctx, pod)
@@ -406,18 +416,20 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 			}
 			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 			s.note(pod, journal.Entry{Kind: journal.KindContainer, Reason: "FailedCreatePodSandBox", Message: "pod sandbox not created: " + err.Error()})
-			s.reportStatus(ctx, pod, waitingFor, false)
+			s.reportStatus(ctx, pod, waitingFor, false, nil)
 			return podworker.SyncResult{}, fmt.Errorf("create pod sandbox: %w", err)
 		}
-		fresh, err := s.rt.GetPodStatus(ctx, pod.UID)
+		podIPs, err = s.rt.SandboxIPs(ctx, sandboxID)
 		if err != nil {
-			return podworker.SyncResult{}, fmt.Errorf("get runtime status of pod %s: %w", klog.KObj(pod), err)
+			return podworker.SyncResult{}, fmt.Errorf("get the IPs of sandbox %s of pod %s: %w", sandboxID, klog.KObj(pod), err)
 		}
-		podIPs = fresh.IPs()
 		logger.Info("Started pod sandbox", "sandbox", sandboxID, "ips", podIPs)
 		s.note(pod, journal.Entry{Kind: journal.KindContainer, Message: fmt.Sprintf("pod sandbox started (attempt %d, IPs %v)", acts.sandboxAttempt, podIPs)})
 	}
 
+	if len(acts.kill)+len(acts.start)+len(acts.removeContainers)+len(acts.removeSandboxes) > 0 {
+		unchanged = nil
+	}
 	for _, k := range acts.kill {
 		grace := gracePeriod(pod)
 		if k.grace != nil {
@@ -458,7 +470,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 		}
 	}
 
-	s.reportStatus(ctx, pod, waitingFor, false)
+	s.reportStatus(ctx, pod, waitingFor, false, unchanged)
 	res := podworker.SyncResult{RequeueAfter: acts.requeueAfter}
 	if _, left := s.activeDeadline(pod); left > 0 && (res.RequeueAfter <= 0 || left < res.RequeueAfter) {
 		// Wake up when the deadline passes, with or without other events.
@@ -551,7 +563,7 @@ func (s *Syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, gracePerio
 	if err := s.killPod(ctx, pod, rs, grace); err != nil {
 		return err
 	}
-	s.reportStatus(ctx, pod, nil, true)
+	s.reportStatus(ctx, pod, nil, true, nil)
 	return nil
 }
 
@@ -703,7 +715,7 @@ func (s *Syncer) forgetPod(uid types.UID) {
 // containers waiting.
 func (s *Syncer) prepareResources(ctx context.Context, pod *v1.Pod, w map[string]waiting) error {
 	if len(pod.Spec.Volumes) > 0 && s.opts.Mounts == nil {
-		s.reportStatus(ctx, pod, w, false)
+		s.reportStatus(ctx, pod, w, false, nil)
 		return fmt.Errorf("pod %s has volumes but no volume manager is configured", klog.KObj(pod))
 	}
 	if s.opts.Resources == nil {
@@ -721,7 +733,7 @@ func (s *Syncer) prepareResources(ctx context.Context, pod *v1.Pod, w map[string
 		}
 		s.event(pod, v1.EventTypeWarning, reason, "%v", he.Err)
 		s.note(pod, journal.Entry{Kind: journal.KindVolume, Reason: reason, Message: "waiting for volumes: " + he.Err.Error()})
-		s.reportStatus(ctx, pod, w, false)
+		s.reportStatus(ctx, pod, w, false, nil)
 	}
 	return fmt.Errorf("prepare pod resources: %w", err)
 }
@@ -742,14 +754,16 @@ func (s *Syncer) event(pod *v1.Pod, eventtype, reason, format string, args ...an
 
 // reportStatus computes the pod's status from a fresh runtime view and
 // hands it to the status sink.
-func (s *Syncer) reportStatus(ctx context.Context, pod *v1.Pod, w map[string]waiting, terminating bool) {
+func (s *Syncer) reportStatus(ctx context.Context, pod *v1.Pod, w map[string]waiting, terminating bool, rs *runtime.PodStatus) {
 	if s.status == nil {
 		return
 	}
-	rs, err := s.rt.GetPodStatus(ctx, pod.UID)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Failed to read pod status for reporting")
-		return
+	if rs == nil {
+		var err error
+		if rs, err = s.rt.GetPodStatus(ctx, pod.UID); err != nil {
+			klog.FromContext(ctx).Error(err, "Failed to read pod status for reporting")
+			return
+		}
 	}
 	s.fillTerminationMessages(ctx, pod, rs)
 	in := status.Inputs{

@@ -595,3 +595,82 @@ func TestSyncPodWaitsForDiskSpace(t *testing.T) {
 		t.Errorf("%d sandboxes once the disk has space, want %d", got, before+1)
 	}
 }
+
+// TestSyncReadsRuntimeStatusOnlyAfterChanges: a sync reads the pod's
+// runtime status once, and again for its report only when it changed the
+// pod in the runtime; the IPs of a new sandbox come from that sandbox
+// alone. The status it reports is the runtime's either way.
+func TestSyncReadsRuntimeStatusOnlyAfterChanges(t *testing.T) {
+	h := newHarness(t)
+	pod := testPod(v1.RestartPolicyAlways, nil, "app")
+	pod.Spec.Containers[0].Image = "busybox:1.35"
+	pod.Spec.Containers[0].ImagePullPolicy = v1.PullIfNotPresent
+	count := func(method string) int {
+		n := 0
+		for _, c := range h.fake.Calls() {
+			if c == method {
+				n++
+			}
+		}
+		return n
+	}
+	tests := []struct {
+		name string
+		// before runs ahead of the sync, outside it.
+		before                 func()
+		lists, sandboxStatuses int
+		wantRestarts           int32
+		// wantWaiting is the container's waiting reason; "" is running.
+		wantWaiting string
+	}{
+		// A start: the status (no sandbox yet), the new sandbox's IPs,
+		// the report.
+		{name: "start", lists: 2, sandboxStatuses: 2},
+		// Nothing to do: the one read is reported.
+		{name: "idle", lists: 1, sandboxStatuses: 1},
+		// The container exited: the sync restarts it and reads again.
+		{name: "restart", before: func() { h.fake.SetExit(h.running("app").ID, 1, "Error") },
+			lists: 2, sandboxStatuses: 2, wantRestarts: 1},
+		{name: "idle after restart", lists: 1, sandboxStatuses: 1, wantRestarts: 1},
+		// Exited again: held by the crash-loop backoff; the sync removes
+		// the first attempt's container and reads again.
+		{name: "backoff", before: func() { h.fake.SetExit(h.running("app").ID, 1, "Error") },
+			lists: 2, sandboxStatuses: 2, wantRestarts: 1, wantWaiting: ReasonCrashLoopBackOff},
+		// Still held: nothing changes in the runtime; the report is the
+		// one read, still with the exit.
+		{name: "idle in backoff", lists: 1, sandboxStatuses: 1, wantRestarts: 1, wantWaiting: ReasonCrashLoopBackOff},
+	}
+	for _, tt := range tests {
+		if tt.before != nil {
+			tt.before()
+		}
+		h.fake.ResetCalls()
+		h.sync(pod)
+		if got := count("ListPodSandbox"); got != tt.lists {
+			t.Errorf("%s: %d ListPodSandbox calls, want %d (calls %v)", tt.name, got, tt.lists, h.fake.Calls())
+		}
+		if got := count("ListContainers"); got != tt.lists {
+			t.Errorf("%s: %d ListContainers calls, want %d", tt.name, got, tt.lists)
+		}
+		if got := count("PodSandboxStatus"); got != tt.sandboxStatuses {
+			t.Errorf("%s: %d PodSandboxStatus calls, want %d", tt.name, got, tt.sandboxStatuses)
+		}
+		st, ok := h.status.GetPodStatus(pod.UID)
+		if !ok || len(st.ContainerStatuses) != 1 {
+			t.Fatalf("%s: status %+v", tt.name, st)
+		}
+		cs := st.ContainerStatuses[0]
+		waiting := ""
+		if cs.State.Waiting != nil {
+			waiting = cs.State.Waiting.Reason
+		}
+		if st.Phase != v1.PodRunning || cs.RestartCount != tt.wantRestarts || waiting != tt.wantWaiting ||
+			(tt.wantWaiting == "") != (cs.State.Running != nil) {
+			t.Errorf("%s: phase %s, restarts %d, state %+v; want Running, %d restarts, waiting %q",
+				tt.name, st.Phase, cs.RestartCount, cs.State, tt.wantRestarts, tt.wantWaiting)
+		}
+		if tt.wantWaiting != "" && cs.LastTerminationState.Terminated == nil {
+			t.Errorf("%s: no last termination state", tt.name)
+		}
+	}
+}

@@ -77,7 +77,7 @@ func TestTerminationMessageFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.fake.SetExit(second.ID, 0, "Completed")
-	fresh.reportStatus(h.ctx, pod, nil, false)
+	fresh.reportStatus(h.ctx, pod, nil, false, nil)
 	st, _ = h.status.GetPodStatus(pod.UID)
 	cs := findStatus(st, "app")
 	if term := cs.State.Terminated; term == nil || term.Message != "second" {

@@ -134,6 +134,17 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 	return p, nil
 }
 
+// SandboxIPs returns the IPs of one sandbox as GetPodStatus reports them
+// (none for a sandbox in the node's network): one status call, where a
+// pod's whole status also lists its sandboxes and containers.
+func (r *Runtime) SandboxIPs(ctx context.Context, id string) ([]string, error) {
+	st, err := r.sandboxStatus(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return decodeSandboxStatus(st).IPs, nil
+}
+
 // decodeSandboxStatus converts a CRI sandbox status.
 func decodeSandboxStatus(st *runtimeapi.PodSandboxStatus) *SandboxStatus {
 	s := &SandboxStatus{

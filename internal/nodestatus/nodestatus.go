@@ -8,7 +8,8 @@ package nodestatus
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sync"
 	"time"
 
@@ -19,8 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -171,8 +170,6 @@ type Manager struct {
 
 	// Owned by the lease loop.
 	lease *coordinationv1.Lease
-	// jitter returns a number in [0, 1) that spreads the renewals (rand).
-	jitter func() float64
 }
 
 // New returns a Manager. ready funcs are further readiness checks: the
@@ -205,7 +202,6 @@ func New(kube KubeClient, clk clock.WithTicker, opts Options, rt RuntimeInfo, re
 		hb = kube
 	}
 	m := &Manager{
-		jitter:    rand.Float64,
 		kube:      kube,
 		heartbeat: hb,
 		clk:       clk,
@@ -370,9 +366,10 @@ func (m *Manager) statusLoop(ctx context.Context) {
 
 // leaseLoop renews the Lease every quarter of its duration.
 func (m *Manager) leaseLoop(ctx context.Context) {
+	interval := m.renewInterval()
 	for {
 		m.syncLease(ctx)
-		t := m.clk.NewTimer(m.leaseWait())
+		t := m.clk.NewTimer(interval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -380,19 +377,6 @@ func (m *Manager) leaseLoop(ctx context.Context) {
 		case <-t.C():
 		}
 	}
-}
-
-// leaseJitter is how much longer than the renew interval the wait after a
-// renewal may be, as a fraction of it: upstream's 4 %, so that nodes that
-// started together (or saw the API server come back together) do not keep
-// renewing in the same instant.
-const leaseJitter = 0.04
-
-// leaseWait is the wait after a renewal: the renew interval, plus up to
-// leaseJitter of it.
-func (m *Manager) leaseWait() time.Duration {
-	d := m.renewInterval()
-	return d + time.Duration(leaseJitter*m.jitter()*float64(d))
 }
 
 func (m *Manager) renewInterval() time.Duration {

@@ -331,6 +331,9 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 			r.trace, r.traceMissing = traceStarts(fmt.Sprintf("http://127.0.0.1:%d", roPort), o.namespace, times)
 		}
 
+		if (name == agentHeartlet || name == agentBase) && o.profileDir != "" {
+			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-delete", name, n)))
+		}
 		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
 		start = time.Now()
 		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
@@ -341,6 +344,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		}
 		r.allDeleted = time.Since(start)
 		a3, c3 := cpuMs(pid), cpuMsAll(ctrdPid)
+		prof.wait()
 		r.cpuDeleteMs = (a3 - a2) / float64(n)
 		r.runtimeDeleteMs = (c3 - c2) / float64(n)
 		res.byN[n] = r

@@ -21,8 +21,7 @@ type fakeManager struct {
 	healthy bool
 }
 
-func (m *fakeManager) Start() {}
-func (m *fakeManager) Stop()  {}
+func (m *fakeManager) run(ctx context.Context) { <-ctx.Done() }
 func (m *fakeManager) Current() *tls.Certificate {
 	m.mu.Lock()
 	defer m.mu.Unlock()

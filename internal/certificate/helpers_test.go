@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
@@ -110,6 +112,9 @@ type signer struct {
 	deny     bool
 	issueFor crypto.PublicKey
 
+	// now is the issuing time; nil is time.Now.
+	now func() time.Time
+
 	mu      sync.Mutex
 	created []*certificatesv1.CertificateSigningRequest
 	// onCreate, when set, is called after each create.
@@ -144,6 +149,9 @@ func newSigner(t *testing.T, ca *testCA) (*signer, *fake.Clientset) {
 				pub = issueFor
 			}
 			now := time.Now()
+			if s.now != nil {
+				now = s.now()
+			}
 			csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Test"})
 			csr.Status.Certificate = s.ca.sign(t, req, pub, now.Add(-time.Minute), now.Add(time.Hour))
 		}
@@ -155,7 +163,44 @@ func newSigner(t *testing.T, ca *testCA) (*signer, *fake.Clientset) {
 		}
 		return true, csr, nil
 	})
+	// The fake clientset ignores field selectors; the API server does not,
+	// and a request is waited for by name, so list and watch keep only
+	// the request named.
+	csrs := certificatesv1.SchemeGroupVersion.WithResource("certificatesigningrequests")
+	client.PrependReactor("list", "certificatesigningrequests", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		name, ok := action.(clienttesting.ListAction).GetListRestrictions().Fields.RequiresExactMatch("metadata.name")
+		if !ok {
+			return false, nil, nil
+		}
+		obj, err := client.Tracker().List(csrs, certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"), "")
+		if err != nil {
+			return true, nil, err
+		}
+		list := obj.(*certificatesv1.CertificateSigningRequestList)
+		list.Items = slices.DeleteFunc(list.Items, func(c certificatesv1.CertificateSigningRequest) bool { return c.Name != name })
+		return true, list, nil
+	})
+	client.PrependWatchReactor("certificatesigningrequests", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		name, ok := action.(clienttesting.WatchAction).GetWatchRestrictions().Fields.RequiresExactMatch("metadata.name")
+		if !ok {
+			return false, nil, nil
+		}
+		w, err := client.Tracker().Watch(csrs, "")
+		if err != nil {
+			return true, nil, err
+		}
+		return true, watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			c, ok := e.Object.(*certificatesv1.CertificateSigningRequest)
+			return e, !ok || c.Name == name
+		}), nil
+	})
 	return s, client
+}
+
+func (s *signer) setDeny(deny bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deny = deny
 }
 
 func (s *signer) requests() []*certificatesv1.CertificateSigningRequest {

@@ -44,13 +44,12 @@ const DefaultCheckInterval = time.Second
 // minutes to the rotating transport).
 const DefaultExitAfter = 5 * time.Minute
 
-// Rotating is a certificate kept current by client-go's certificate
-// manager: it asks for a new one through a CertificateSigningRequest when
+// Rotating is a certificate kept current by a renewer: it asks for a new one through a CertificateSigningRequest when
 // there is none and at a random point between 70 % and 90 % of the current
 // one's lifetime, and stores each in the certificate directory. Current and
 // GetCertificate are safe for concurrent use; Run is called once.
 type Rotating struct {
-	mgr      certificate.Manager
+	mgr      certManager
 	name     string
 	clock    clock.WithTicker
 	interval time.Duration
@@ -90,7 +89,7 @@ type ClientOptions struct {
 	// NewClient builds the clientset a renewal is asked with (with the
 	// current certificate); nil builds a clientset.
 	NewClient func(*rest.Config) (kubeclient.Interface, error)
-	// Clock drives Run's checks; nil is the real clock.
+	// Clock drives Run's checks and the renewals; nil is the real clock.
 	Clock clock.WithTicker
 	// Metrics are the client certificate's.
 	Metrics Metrics
@@ -124,8 +123,10 @@ func NewClient(ctx context.Context, o ClientOptions) (*Rotating, error) {
 		newClient = kubeclient.NewForConfig
 	}
 	subject := NodeSubject(o.NodeName)
-	mgr, err := certificate.NewManager(&certificate.Config{
-		ClientsetFn: func(current *tls.Certificate) (kubernetes.Interface, error) {
+	mgr, err := newRenewer(logger.V(2), renewerConfig{
+		name:  "kubelet-client",
+		store: store,
+		client: func(current *tls.Certificate) (kubernetes.Interface, error) {
 			c, err := withClientCert(cfg, current)
 			if err != nil {
 				return nil, err
@@ -136,18 +137,17 @@ func NewClient(ctx context.Context, o ClientOptions) (*Rotating, error) {
 			}
 			return kubeclient.CSRClient(kube), nil
 		},
-		Template:                &x509.CertificateRequest{Subject: subject},
-		SignerName:              ClientSigner,
-		GetUsages:               certificate.DefaultKubeletClientGetUsages,
-		CertificateStore:        store,
-		BootstrapCertificatePEM: cfg.CertData,
-		BootstrapKeyPEM:         cfg.KeyData,
-		Name:                    "kubelet-client",
-		CertificateRenewFailure: o.Metrics.RenewErrors,
-		CertificateRotation:     o.Metrics.Rotation,
+		template:      func() *x509.CertificateRequest { return &x509.CertificateRequest{Subject: subject} },
+		signer:        ClientSigner,
+		usages:        certificate.DefaultKubeletClientGetUsages,
+		bootstrapCert: cfg.CertData,
+		bootstrapKey:  cfg.KeyData,
+		renewFailure:  o.Metrics.RenewErrors,
+		rotation:      o.Metrics.Rotation,
+		clock:         o.Clock,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("client certificate manager: %w", err)
+		return nil, fmt.Errorf("client certificate (--cert-dir %s): %w", o.CertDir, err)
 	}
 	r := newRotating(mgr, "client", o.Clock, o.Metrics.TTL)
 	r.exitAfter = o.ExitAfter
@@ -189,7 +189,7 @@ type ServingOptions struct {
 	// Addresses are the names and IPs the certificate is for, as the
 	// node reports them; nothing is asked while both are empty.
 	Addresses func() (dnsNames []string, ips []net.IP)
-	// Clock drives Run's checks; nil is the real clock.
+	// Clock drives Run's checks and the renewals; nil is the real clock.
 	Clock clock.WithTicker
 	// Metrics are the serving certificate's.
 	Metrics Metrics
@@ -211,29 +211,31 @@ func NewServing(ctx context.Context, o ServingOptions) (*Rotating, error) {
 		return nil, fmt.Errorf("certificate directory (--cert-dir) %s: %w", o.CertDir, err)
 	}
 	subject := NodeSubject(o.NodeName)
-	mgr, err := certificate.NewManager(&certificate.Config{
-		ClientsetFn: func(*tls.Certificate) (kubernetes.Interface, error) { return kubeclient.CSRClient(o.Client), nil },
-		GetTemplate: func() *x509.CertificateRequest {
+	mgr, err := newRenewer(logger.V(2), renewerConfig{
+		name:   "kubelet-serving",
+		store:  store,
+		client: func(*tls.Certificate) (kubernetes.Interface, error) { return kubeclient.CSRClient(o.Client), nil },
+		template: func() *x509.CertificateRequest {
 			names, ips := o.Addresses()
 			if len(names) == 0 && len(ips) == 0 {
 				return nil
 			}
 			return &x509.CertificateRequest{Subject: subject, DNSNames: names, IPAddresses: ips}
 		},
-		SignerName:              ServingSigner,
-		GetUsages:               certificate.DefaultKubeletServingGetUsages,
-		CertificateStore:        store,
-		Name:                    "kubelet-serving",
-		CertificateRenewFailure: o.Metrics.RenewErrors,
-		CertificateRotation:     o.Metrics.Rotation,
+		dynamic:      true,
+		signer:       ServingSigner,
+		usages:       certificate.DefaultKubeletServingGetUsages,
+		renewFailure: o.Metrics.RenewErrors,
+		rotation:     o.Metrics.Rotation,
+		clock:        o.Clock,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("serving certificate manager: %w", err)
+		return nil, fmt.Errorf("serving certificate (--cert-dir %s): %w", o.CertDir, err)
 	}
 	return newRotating(mgr, "serving", o.Clock, o.Metrics.TTL), nil
 }
 
-func newRotating(mgr certificate.Manager, name string, c clock.WithTicker, ttl Gauge) *Rotating {
+func newRotating(mgr certManager, name string, c clock.WithTicker, ttl Gauge) *Rotating {
 	if c == nil {
 		c = clock.RealClock{}
 	}
@@ -262,8 +264,14 @@ func (r *Rotating) Run(ctx context.Context, onRotate func()) error {
 	logger := klog.FromContext(ctx).WithValues("certificate", r.name)
 	last := r.mgr.Current()
 	r.reportTTL(last)
-	r.mgr.Start()
-	defer r.mgr.Stop()
+	mctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		r.mgr.run(mctx)
+	}()
+	// The manager's work ends before Run returns.
+	defer func() { stop(); <-stopped }()
 	t := r.clock.NewTicker(r.interval)
 	defer t.Stop()
 	lastValid := r.clock.Now()

@@ -52,6 +52,7 @@ type compareOptions struct {
 	namespace               string
 	containerdPidFile       string
 	profileDir              string
+	profileSeconds          int
 	keep                    bool
 }
 
@@ -301,7 +302,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		co := clusterOptions{image: o.image, nodeName: o.nodeName, pods: n, namespace: o.namespace, startTimeout: 10 * time.Minute}
 		var prof *profiler
 		if (name == agentHeartlet || name == agentBase) && o.profileDir != "" {
-			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), filepath.Join(o.profileDir, fmt.Sprintf("%s-%d", name, n)))
+			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d", name, n)))
 		}
 		a0, c0 := cpuMs(pid), cpuMsAll(ctrdPid)
 		start := time.Now()
@@ -332,7 +333,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		}
 
 		if (name == agentHeartlet || name == agentBase) && o.profileDir != "" {
-			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-delete", name, n)))
+			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-delete", name, n)))
 		}
 		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
 		start = time.Now()
@@ -611,14 +612,15 @@ func cpuMsAll(pid int) float64 {
 // profiler fetches a CPU and a block profile of heartlet during a burst.
 type profiler struct{ wg sync.WaitGroup }
 
-// startProfiles fetches, concurrently, a 20 s CPU profile, and block and
-// mutex profiles at the end of it, from base's /debug/pprof/ into prefix-*.
-func startProfiles(base, prefix string) *profiler {
+// startProfiles fetches, concurrently, a CPU profile of the next seconds,
+// and block and mutex profiles at the end of it, from base's
+// /debug/pprof/ into prefix-*.
+func startProfiles(base string, seconds int, prefix string) *profiler {
 	p := &profiler{}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		fetch(base+"/debug/pprof/profile?seconds=20", prefix+"-cpu.pprof")
+		fetch(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds), prefix+"-cpu.pprof")
 		fetch(base+"/debug/pprof/block", prefix+"-block.pprof")
 		fetch(base+"/debug/pprof/mutex", prefix+"-mutex.pprof")
 		fetch(base+"/debug/pprof/goroutine", prefix+"-goroutine.pprof")
@@ -635,7 +637,7 @@ func (p *profiler) wait() {
 
 // fetch writes url's body to file; failures are printed, not fatal.
 func fetch(url, file string) {
-	c := &http.Client{Transport: insecureTransport(), Timeout: time.Minute}
+	c := &http.Client{Transport: insecureTransport(), Timeout: 10 * time.Minute}
 	resp, err := c.Get(url)
 	if err != nil {
 		fmt.Printf("compare: profile %s: %v\n", url, err)

@@ -56,6 +56,7 @@ func main() {
 		idleWP   = flag.Duration("idle-with-pods", 30*time.Second, "window for API requests and CPU with the pods running, 0 to skip (-compare)")
 		ctrdPid  = flag.String("containerd-pid-file", "/run/heartlet-env/containerd.pid", "pid file of the runtime, for its CPU (-compare)")
 		profiles = flag.String("profile-dir", "", "fetch heartlet's CPU, block and mutex profiles of every burst into this directory (-compare)")
+		profSecs = flag.Int("profile-seconds", 20, "length of each burst's CPU profile (-profile-dir)")
 	)
 	flag.Parse()
 	var err error
@@ -69,7 +70,7 @@ func main() {
 			o.heartletBin, o.kubeletBin, o.baseBin, o.endpoint, o.image = *bin, *kubelet, *baseBin, *endpoint, *image
 			o.adminKubeconfig, o.nodeKC, o.nodeName = *admin, *nodeKC, *nodeName
 			o.idle, o.idleWithPods, o.namespace = *idle, *idleWP, "heartlet-bench"
-			o.containerdPidFile, o.profileDir, o.keep = *ctrdPid, *profiles, *keep
+			o.containerdPidFile, o.profileDir, o.profileSeconds, o.keep = *ctrdPid, *profiles, *profSecs, *keep
 			err = runCompare(o)
 		}
 	} else if *cluster {

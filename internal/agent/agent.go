@@ -540,7 +540,8 @@ func (a *Agent) buildLifecycle(c *components) error {
 	adm := podlifecycle.NewAdmitter(admOpts)
 	c.dispatcher = podlifecycle.NewDispatcher(adm, c.workers, c.probes, c.startup)
 	hkOpts := podlifecycle.HousekeeperOptions{
-		Desired:   c.desired,
+		// Housekeeping reads only the pods' UIDs and kinds, every 2 s.
+		Desired:   sharedDesired{c.desired},
 		Sources:   c.sources,
 		Workers:   c.workers,
 		Statuses:  c.statuses,

@@ -116,7 +116,7 @@ type gcDeps struct{ c *components }
 func (d gcDeps) SourcesReady() bool { return d.c.desired.SeenAllSources(d.c.sources...) }
 
 func (d gcDeps) Desired(uid types.UID) bool {
-	for _, p := range d.c.desired.Pods() {
+	for _, p := range d.c.desired.SharedPods() {
 		if p.UID == uid {
 			return true
 		}
@@ -127,7 +127,9 @@ func (d gcDeps) Desired(uid types.UID) bool {
 func (d gcDeps) Known(uid types.UID) bool { return d.c.workers.Known(uid) }
 
 // VolumeImages are the references of the desired pods' image volumes.
-func (d gcDeps) VolumeImages() []string { return images.VolumeImageRefs(d.c.desired.Pods()) }
+func (d gcDeps) VolumeImages() []string {
+	return images.VolumeImageRefs(d.c.desired.SharedPods())
+}
 
 // ImageFsStats reads the image filesystem's capacity and available bytes
 // from the stats summary.

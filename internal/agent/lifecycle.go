@@ -24,7 +24,8 @@ var _ podlifecycle.MirrorSyncer = (*mirrorPods)(nil)
 
 func (m *mirrorPods) SyncMirrors(ctx context.Context) error {
 	var static []*v1.Pod
-	for _, p := range m.desired.Pods() {
+	// The mirror manager copies what it sends; the pods are only read.
+	for _, p := range m.desired.SharedPods() {
 		if podconfig.IsStatic(p) {
 			static = append(static, p)
 		}

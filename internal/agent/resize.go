@@ -25,7 +25,7 @@ func (a *Agent) buildResize(c *components, conn *connection) error {
 		Store:       store,
 		Containers:  conn.rt,
 		Allocatable: c.allocatable,
-		Pods:        c.desired.Pods,
+		Pods:        c.desired.SharedPods,
 		IsStatic:    podconfig.IsStatic,
 		// The workers are built after this; a retry runs only once
 		// heartlet runs.

@@ -325,17 +325,29 @@ func (m *Manager) RotateAll(ctx context.Context) error {
 	return err
 }
 
-// running lists the running containers with a log path: ListPods is cheap
-// but carries no log paths, so the status of pods with a running container
-// is read in full.
+// running lists the running containers with a log path. ListPods is cheap
+// but carries no log paths; a container's log path never changes, so the
+// status of a pod is read in full only when one of its running containers
+// is not watched yet (one read per pod and new container, not one per pod
+// and pass).
 func (m *Manager) running(ctx context.Context) ([]target, error) {
 	pods, err := m.rt.ListPods(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
+	m.mu.Lock()
+	known := make(map[string]target, len(m.watch))
+	for id, w := range m.watch {
+		known[id] = w.target
+	}
+	m.mu.Unlock()
 	var out []target
 	for _, p := range pods {
 		if !hasRunning(p) {
+			continue
+		}
+		if ts, ok := watchedTargets(p, known); ok {
+			out = append(out, ts...)
 			continue
 		}
 		st, err := m.rt.GetPodStatus(ctx, p.UID)
@@ -350,6 +362,23 @@ func (m *Manager) running(ctx context.Context) ([]target, error) {
 		}
 	}
 	return out, nil
+}
+
+// watchedTargets are the targets of p's running containers when every one
+// of them is watched already.
+func watchedTargets(p *runtime.PodStatus, known map[string]target) ([]target, bool) {
+	var out []target
+	for _, c := range p.Containers {
+		if c.State != runtime.ContainerRunning {
+			continue
+		}
+		t, ok := known[c.ID]
+		if !ok {
+			return nil, false
+		}
+		out = append(out, t)
+	}
+	return out, true
 }
 
 func hasRunning(p *runtime.PodStatus) bool {

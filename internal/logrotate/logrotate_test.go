@@ -26,12 +26,15 @@ type fakeRuntime struct {
 	// clk is set.
 	clk      *testclock.FakeClock
 	attempts []time.Time
+	// statusReads counts GetPodStatus calls.
+	statusReads int
 }
 
 func (f *fakeRuntime) ListPods(context.Context) ([]*runtime.PodStatus, error) {
 	return []*runtime.PodStatus{f.pod}, nil
 }
 func (f *fakeRuntime) GetPodStatus(context.Context, types.UID) (*runtime.PodStatus, error) {
+	f.statusReads++
 	return f.pod, nil
 }
 func (f *fakeRuntime) ReopenContainerLog(_ context.Context, id string) error {
@@ -98,6 +101,49 @@ func TestRotate(t *testing.T) {
 	}
 	if len(rt.reopened) != 5 {
 		t.Errorf("small log rotated")
+	}
+}
+
+// TestRotateAllReadsStatusOfNewContainersOnly: a pod's full status (for
+// its containers' log paths) is read when it has a running container not
+// watched yet, not on every pass: a log path never changes.
+func TestRotateAllReadsStatusOfNewContainersOnly(t *testing.T) {
+	dir := t.TempDir()
+	c1 := &runtime.ContainerStatus{ID: "c1", Name: "a", State: runtime.ContainerRunning, LogPath: filepath.Join(dir, "a.log")}
+	c2 := &runtime.ContainerStatus{ID: "c2", Name: "b", State: runtime.ContainerRunning, LogPath: filepath.Join(dir, "b.log")}
+	rt := &fakeRuntime{pod: &runtime.PodStatus{UID: "u", Name: "p", Namespace: "ns", Containers: []*runtime.ContainerStatus{c1}}}
+	m := New(rt, Options{MaxSize: 1 << 20, MaxFiles: 3, MaxWorkers: 2, Interval: 3 * time.Second, Clock: testclock.NewFakeClock(time.Now())})
+	ctx := context.Background()
+	steps := []struct {
+		name       string
+		containers []*runtime.ContainerStatus
+		reads      int
+		targets    []string
+	}{
+		{"first pass", []*runtime.ContainerStatus{c1}, 1, []string{"c1"}},
+		{"same container", []*runtime.ContainerStatus{c1}, 1, []string{"c1"}},
+		{"a new container", []*runtime.ContainerStatus{c1, c2}, 2, []string{"c1", "c2"}},
+		{"both watched", []*runtime.ContainerStatus{c1, c2}, 2, []string{"c1", "c2"}},
+		{"one exited", []*runtime.ContainerStatus{c1, {ID: "c2", Name: "b", State: runtime.ContainerExited, LogPath: c2.LogPath}}, 2, []string{"c1"}},
+	}
+	for _, st := range steps {
+		rt.pod.Containers = st.containers
+		if err := m.RotateAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if rt.statusReads != st.reads {
+			t.Errorf("%s: %d status reads, want %d", st.name, rt.statusReads, st.reads)
+		}
+		m.mu.Lock()
+		var got []string
+		for id := range m.watch {
+			got = append(got, id)
+		}
+		m.mu.Unlock()
+		sort.Strings(got)
+		if strings.Join(got, ",") != strings.Join(st.targets, ",") {
+			t.Errorf("%s: watching %v, want %v", st.name, got, st.targets)
+		}
 	}
 }
 

@@ -68,7 +68,8 @@ type Options struct {
 	// unknown, and every resize that asks for more is deferred.
 	Allocatable func() v1.ResourceList
 	// Pods lists the node's pods (the other pods' allocations count
-	// against a resize); pods in a terminal phase are left out.
+	// against a resize); pods in a terminal phase are left out. The
+	// manager only reads them.
 	Pods func() []*v1.Pod
 	// IsStatic tells a static pod; nil means none is.
 	IsStatic func(*v1.Pod) bool

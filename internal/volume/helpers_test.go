@@ -35,6 +35,8 @@ type fakeMounter struct {
 	bindErr    error
 	unmountErr error
 	listErr    error
+	// lists counts the reads of the mount table.
+	lists int
 }
 
 func newFakeMounter() *fakeMounter {
@@ -98,6 +100,7 @@ func (f *fakeMounter) Unmount(target string) error {
 func (f *fakeMounter) List() ([]MountPoint, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	if f.listErr != nil {
 		return nil, f.listErr
 	}

@@ -431,8 +431,15 @@ func (m *Manager) Cleanup(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
-// unmountBelow unmounts every mount point at or below dir.
+// unmountBelow unmounts every mount point at or below dir. Reading the
+// mount table costs the kernel time in proportion to every mount on the
+// node, so it is read only when something can be mounted there: a
+// directory that does not exist has no mount below it (a mount point
+// cannot be removed), and a table that shows none needs no second look.
 func (m *Manager) unmountBelow(ctx context.Context, dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	roots := []string{filepath.Clean(dir)}
 	if real, err := filepath.EvalSymlinks(dir); err == nil && real != roots[0] {
 		roots = append(roots, real)
@@ -458,6 +465,9 @@ func (m *Manager) unmountBelow(ctx context.Context, dir string) error {
 	mounts, err := below()
 	if err != nil {
 		return err
+	}
+	if len(mounts) == 0 {
+		return nil
 	}
 	var errs []error
 	for _, p := range mounts {

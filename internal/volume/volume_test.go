@@ -738,12 +738,31 @@ func TestCleanup(t *testing.T) {
 	if len(mps) != 1 || mps[0].Path != other {
 		t.Errorf("mounts left = %v, want only %s", mps, other)
 	}
-	// Idempotent, and safe without Prepare.
+	// Idempotent, and safe without Prepare; with the pod's directory gone
+	// nothing can be mounted below it, so the mount table (whose reading
+	// costs in proportion to every mount on the node) is not read.
+	e.mounter.lists = 0
 	if err := e.m.Cleanup(ctx, "u1"); err != nil {
 		t.Errorf("second Cleanup = %v", err)
 	}
 	if err := e.m.Cleanup(ctx, "never-prepared"); err != nil {
 		t.Errorf("Cleanup without Prepare = %v", err)
+	}
+	if e.mounter.lists != 0 {
+		t.Errorf("Cleanup of pods without a directory read the mount table %d times", e.mounter.lists)
+	}
+	// A directory with nothing mounted below: one read, no second look.
+	if err := os.MkdirAll(filepath.Join(e.root, "pods/u2/volumes"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Cleanup(ctx, "u2"); err != nil {
+		t.Errorf("Cleanup without mounts = %v", err)
+	}
+	if e.mounter.lists != 1 {
+		t.Errorf("Cleanup without mounts read the mount table %d times, want 1", e.mounter.lists)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "pods/u2")); !os.IsNotExist(err) {
+		t.Errorf("pod dir without mounts still there: %v", err)
 	}
 	// The pod is no longer refreshed.
 	e.m.mu.Lock()

@@ -228,6 +228,9 @@ func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture 
 	})
 	f.m = New(f.kube, f.clk, opts, f.rt)
 	f.m.host = f.host.host()
+	// The lease renewals follow the interval exactly: tests step the
+	// clock by it (TestLeaseWait checks the spread).
+	f.m.jitter = func() float64 { return 0 }
 	return f
 }
 

@@ -8,8 +8,7 @@ package nodestatus
 import (
 	"context"
 	"errors"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -20,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -170,6 +171,8 @@ type Manager struct {
 
 	// Owned by the lease loop.
 	lease *coordinationv1.Lease
+	// jitter returns a number in [0, 1) that spreads the renewals (rand).
+	jitter func() float64
 }
 
 // New returns a Manager. ready funcs are further readiness checks: the
@@ -202,6 +205,7 @@ func New(kube KubeClient, clk clock.WithTicker, opts Options, rt RuntimeInfo, re
 		hb = kube
 	}
 	m := &Manager{
+		jitter:    rand.Float64,
 		kube:      kube,
 		heartbeat: hb,
 		clk:       clk,
@@ -366,10 +370,9 @@ func (m *Manager) statusLoop(ctx context.Context) {
 
 // leaseLoop renews the Lease every quarter of its duration.
 func (m *Manager) leaseLoop(ctx context.Context) {
-	interval := m.renewInterval()
 	for {
 		m.syncLease(ctx)
-		t := m.clk.NewTimer(interval)
+		t := m.clk.NewTimer(m.leaseWait())
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -377,6 +380,19 @@ func (m *Manager) leaseLoop(ctx context.Context) {
 		case <-t.C():
 		}
 	}
+}
+
+// leaseJitter is how much longer than the renew interval the wait after a
+// renewal may be, as a fraction of it: upstream's 4 %, so that nodes that
+// started together (or saw the API server come back together) do not keep
+// renewing in the same instant.
+const leaseJitter = 0.04
+
+// leaseWait is the wait after a renewal: the renew interval, plus up to
+// leaseJitter of it.
+func (m *Manager) leaseWait() time.Duration {
+	d := m.renewInterval()
+	return d + time.Duration(leaseJitter*m.jitter()*float64(d))
 }
 
 func (m *Manager) renewInterval() time.Duration {

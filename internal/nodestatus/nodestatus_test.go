@@ -633,6 +633,25 @@ func TestLease(t *testing.T) {
 	}
 }
 
+// TestLeaseWait: after a renewal the lease loop waits the renew interval
+// plus up to 4 % of it, as upstream's lease controller.
+func TestLeaseWait(t *testing.T) {
+	for _, tt := range []struct {
+		jitter float64
+		want   time.Duration
+	}{
+		{0, 10 * time.Second},
+		{0.5, 10200 * time.Millisecond},
+		{0.999, 10*time.Second + 399600*time.Microsecond},
+	} {
+		f := newFixture(t, defaultOptions())
+		f.m.jitter = func() float64 { return tt.jitter }
+		if got := f.m.leaseWait(); got != tt.want {
+			t.Errorf("jitter %v: wait %v, want %v", tt.jitter, got, tt.want)
+		}
+	}
+}
+
 func TestLeaseRecreatedWhenDeleted(t *testing.T) {
 	f := newFixture(t, defaultOptions())
 	ctx := context.Background()

@@ -44,10 +44,11 @@ const DefaultCheckInterval = time.Second
 // minutes to the rotating transport).
 const DefaultExitAfter = 5 * time.Minute
 
-// Rotating is a certificate kept current by a renewer: it asks for a new one through a CertificateSigningRequest when
-// there is none and at a random point between 70 % and 90 % of the current
-// one's lifetime, and stores each in the certificate directory. Current and
-// GetCertificate are safe for concurrent use; Run is called once.
+// Rotating is a certificate kept current by a renewer: it asks for a new
+// one through a CertificateSigningRequest when there is none and at a
+// random point between 70 % and 90 % of the current one's lifetime, and
+// stores each in the certificate directory. Current and GetCertificate are
+// safe for concurrent use; Run is called once.
 type Rotating struct {
 	mgr      certManager
 	name     string
@@ -255,10 +256,10 @@ func (r *Rotating) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error
 	return nil, ErrNoServingCertificate
 }
 
-// Run starts the certificate manager and, until ctx ends, calls onRotate
+// Run starts the renewer and, until ctx ends, calls onRotate
 // (if not nil) each time the current certificate is replaced; the client
 // side closes its connections there so that new ones present the new
-// certificate. It stops the manager and returns nil when ctx ends, or
+// certificate. It stops the renewer and returns nil when ctx ends, or
 // ErrNoClientCertificate as ClientOptions.ExitAfter says.
 func (r *Rotating) Run(ctx context.Context, onRotate func()) error {
 	logger := klog.FromContext(ctx).WithValues("certificate", r.name)

@@ -58,9 +58,9 @@ func newKubeletAPI(d kubeletAPIDeps) (*server.Server, *auth.Auth, error) {
 		Authentication: cfg.Authentication,
 		Authorization:  cfg.Authorization,
 	}
-	if d.kube != nil {
-		ao.TokenReviews = d.kube.AuthenticationV1()
-		ao.SubjectAccessReviews = d.kube.AuthorizationV1()
+	if d.kube != nil { // standalone mode leaves both nil interfaces
+		ao.TokenReviews = d.kube.AuthenticationV1().TokenReviews()
+		ao.SubjectAccessReviews = d.kube.AuthorizationV1().SubjectAccessReviews()
 	}
 	a, err := auth.Build(ao)
 	if err != nil {

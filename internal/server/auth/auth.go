@@ -2,7 +2,11 @@
 // API (the HTTPS port) as the kubelet does: x509 client certificates,
 // bearer tokens checked with TokenReviews, anonymous requests when enabled;
 // AlwaysAllow or SubjectAccessReview authorization of node subresources.
-// The authenticators and authorizers are k8s.io/apiserver's.
+// The request authenticators (client certificate, bearer token, union,
+// anonymous) are k8s.io/apiserver's; the TokenReview authenticator, its
+// cache, the client CA file reloader and the SubjectAccessReview
+// authorizer are the package's own, on API server clients declared here,
+// so that no client-go typed client (and its all-groups scheme) is linked.
 package auth
 
 import (
@@ -10,19 +14,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	apiserverconfig "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
@@ -35,6 +36,27 @@ func webhookRetryBackoff() *wait.Backoff {
 	return &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 }
 
+// TokenReviewer creates TokenReviews on the API server (POST
+// /apis/authentication.k8s.io/v1/tokenreviews). Create returns the
+// server's answer, whose Status says whether the token is valid and for
+// whom, or an error: an API status error (k8s.io/apimachinery/pkg/api/errors)
+// when the server refused the review, any other when it could not be
+// reached. It is safe for concurrent use. client-go's
+// AuthenticationV1().TokenReviews() satisfies it.
+type TokenReviewer interface {
+	Create(ctx context.Context, tr *authenticationv1.TokenReview, opts metav1.CreateOptions) (*authenticationv1.TokenReview, error)
+}
+
+// SubjectAccessReviewer creates SubjectAccessReviews on the API server
+// (POST /apis/authorization.k8s.io/v1/subjectaccessreviews). Create
+// returns the server's answer, whose Status says whether the review's
+// user may do what it describes, or an error as TokenReviewer's. It is
+// safe for concurrent use. client-go's
+// AuthorizationV1().SubjectAccessReviews() satisfies it.
+type SubjectAccessReviewer interface {
+	Create(ctx context.Context, sar *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error)
+}
+
 // Options configure Build.
 type Options struct {
 	// NodeName is the name authorization attributes carry.
@@ -44,8 +66,8 @@ type Options struct {
 	Authorization  kubeletv1beta1.KubeletAuthorization
 	// TokenReviews and SubjectAccessReviews are the API server clients of
 	// the webhook modes; nil in standalone mode.
-	TokenReviews         authenticationclient.AuthenticationV1Interface
-	SubjectAccessReviews authorizationclient.AuthorizationV1Interface
+	TokenReviews         TokenReviewer
+	SubjectAccessReviews SubjectAccessReviewer
 }
 
 // Auth is an authenticator, the node's attribute mapping and an
@@ -54,41 +76,44 @@ type Auth struct {
 	Authenticator authenticator.Request
 	Authorizer    authorizer.Authorizer
 	NodeName      string
-	// ClientCA is the client CA file's content provider, nil without one.
-	ClientCA *dynamiccertificates.DynamicFileCAContent
+	// clientCA is the client CA bundle that Run keeps up to date with its
+	// file; nil without authentication.x509.clientCAFile.
+	clientCA *clientCA
 }
 
 // Build makes the authenticator and authorizer of a KubeletConfiguration.
 // Webhook modes without an API server client are errors naming the field.
+// It starts nothing: Run reloads the client CA file.
 func Build(opts Options) (*Auth, error) {
+	return build(opts, clock.RealClock{}, *webhookRetryBackoff())
+}
+
+// build is Build with the clock of the caches and of the client CA file
+// checks, and the retry policy of the reviews.
+func build(opts Options, clk clock.WithTicker, backoff wait.Backoff) (*Auth, error) {
 	a := &Auth{NodeName: opts.NodeName}
 	authn := opts.Authentication
-	cfg := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous: &apiserverconfig.AnonymousAuthConfig{Enabled: authn.Anonymous.Enabled != nil && *authn.Anonymous.Enabled},
-		CacheTTL:  authn.Webhook.CacheTTL.Duration,
+	cfg := authnConfig{
+		anonymous: authn.Anonymous.Enabled != nil && *authn.Anonymous.Enabled,
+		cacheTTL:  authn.Webhook.CacheTTL.Duration,
+		backoff:   backoff,
+		clock:     clk,
 	}
 	if f := authn.X509.ClientCAFile; f != "" {
-		// A file that cannot be read is refused before the CA content is
-		// made: a failed NewDynamicCAContentFromFile leaves its work
-		// queue's goroutine behind.
-		if _, err := os.Stat(f); err != nil {
-			return nil, fmt.Errorf("authentication.x509.clientCAFile %s: %w", f, err)
-		}
-		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", f)
+		ca, err := newClientCA(f, clk)
 		if err != nil {
-			return nil, fmt.Errorf("authentication.x509.clientCAFile %s: %w", f, err)
+			return nil, fmt.Errorf("authentication.x509.clientCAFile: %w", err)
 		}
-		a.ClientCA = ca
-		cfg.ClientCertificateCAContentProvider = ca
+		a.clientCA = ca
+		cfg.clientCA = ca
 	}
 	if authn.Webhook.Enabled != nil && *authn.Webhook.Enabled {
 		if opts.TokenReviews == nil {
 			return nil, errors.New("authentication.webhook.enabled: webhook authentication needs an API server client (--kubeconfig)")
 		}
-		cfg.TokenAccessReviewClient = opts.TokenReviews
-		cfg.WebhookRetryBackoff = webhookRetryBackoff()
+		cfg.tokenReviews = opts.TokenReviews
 	}
-	req, _, err := cfg.New()
+	req, err := cfg.new()
 	if err != nil {
 		return nil, fmt.Errorf("authentication: %w", err)
 	}
@@ -103,9 +128,9 @@ func Build(opts Options) (*Auth, error) {
 		if opts.SubjectAccessReviews == nil {
 			return nil, errors.New("authorization.mode: Webhook authorization needs an API server client (--kubeconfig)")
 		}
-		z := newSARAuthorizer(opts.SubjectAccessReviews.SubjectAccessReviews(),
+		z := newSARAuthorizer(opts.SubjectAccessReviews,
 			opts.Authorization.Webhook.CacheAuthorizedTTL.Duration, opts.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
-			*webhookRetryBackoff(), clock.RealClock{})
+			backoff, clk)
 		a.Authorizer = authorizer.AuthorizerFunc(z.Authorize)
 	default:
 		return nil, fmt.Errorf("authorization.mode: unsupported mode %q (AlwaysAllow or Webhook)", mode)
@@ -113,10 +138,12 @@ func Build(opts Options) (*Auth, error) {
 	return a, nil
 }
 
-// Run reloads the client CA file on change until ctx is done.
+// Run reloads the client CA file when it changes until ctx is done, and
+// returns then with nothing left running. Without a client CA file it
+// returns at once.
 func (a *Auth) Run(ctx context.Context) {
-	if a.ClientCA != nil {
-		a.ClientCA.Run(ctx, 1)
+	if a.clientCA != nil {
+		a.clientCA.Run(ctx)
 	}
 }
 

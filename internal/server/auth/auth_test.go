@@ -161,6 +161,10 @@ func TestFilter(t *testing.T) {
 }
 
 func TestBuildErrors(t *testing.T) {
+	notCA := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(notCA, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		opts    Options
@@ -182,6 +186,14 @@ func TestBuildErrors(t *testing.T) {
 			Authentication: kubeletv1beta1.KubeletAuthentication{X509: kubeletv1beta1.KubeletX509Authentication{ClientCAFile: "/nonexistent/ca.crt"}},
 			Authorization:  kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow},
 		}, "authentication.x509.clientCAFile"},
+		{"client CA file without certificates", Options{
+			Authentication: kubeletv1beta1.KubeletAuthentication{X509: kubeletv1beta1.KubeletX509Authentication{ClientCAFile: notCA}},
+			Authorization:  kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow},
+		}, "authentication.x509.clientCAFile"},
+		{"no authentication method", Options{
+			Authentication: kubeletv1beta1.KubeletAuthentication{Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr.To(false)}},
+			Authorization:  kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow},
+		}, "anonymous.enabled"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -237,8 +249,8 @@ func (ca *testCA) client(t *testing.T, cn string, groups ...string) tls.Certific
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// TestBuildMatrix runs the library authenticators and authorizers that
-// Build assembles behind a TLS server: client certificates against the
+// TestBuildMatrix runs the authenticators and authorizers that Build
+// assembles behind a TLS server: client certificates against the
 // client CA, bearer tokens by TokenReview and authorization by
 // SubjectAccessReview against a fake API server client, and anonymous
 // requests.
@@ -249,8 +261,8 @@ func TestBuildMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A fake API server answering TokenReviews and SubjectAccessReviews
-	// (the library's webhook clients need a real REST client).
+	// A fake API server answering TokenReviews and SubjectAccessReviews,
+	// reached through client-go's typed clients as the agent passes them.
 	var (
 		mu      sync.Mutex
 		reviews int
@@ -318,8 +330,8 @@ func TestBuildMatrix(t *testing.T) {
 			},
 			Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook,
 				Webhook: kubeletv1beta1.KubeletWebhookAuthorization{CacheAuthorizedTTL: metav1.Duration{Duration: time.Minute}, CacheUnauthorizedTTL: metav1.Duration{Duration: time.Minute}}},
-			TokenReviews:         kube.AuthenticationV1(),
-			SubjectAccessReviews: kube.AuthorizationV1(),
+			TokenReviews:         kube.AuthenticationV1().TokenReviews(),
+			SubjectAccessReviews: kube.AuthorizationV1().SubjectAccessReviews(),
 		}
 	}
 	alwaysAllowAnonymous := Options{

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/utils/clock"
 )
 
@@ -26,7 +25,7 @@ import (
 // users or attributes; a failed call is retried with backoff and, when
 // it still fails, the request is not authorized and the error returned.
 type sarAuthorizer struct {
-	reviews  authorizationclient.SubjectAccessReviewInterface
+	reviews  SubjectAccessReviewer
 	allowTTL time.Duration
 	denyTTL  time.Duration
 	backoff  wait.Backoff
@@ -47,7 +46,7 @@ type sarAnswer struct {
 // first and then, if still full, every one.
 const maxSARCache = 8192
 
-func newSARAuthorizer(reviews authorizationclient.SubjectAccessReviewInterface, allowTTL, denyTTL time.Duration, backoff wait.Backoff, clk clock.PassiveClock) *sarAuthorizer {
+func newSARAuthorizer(reviews SubjectAccessReviewer, allowTTL, denyTTL time.Duration, backoff wait.Backoff, clk clock.PassiveClock) *sarAuthorizer {
 	return &sarAuthorizer{reviews: reviews, allowTTL: allowTTL, denyTTL: denyTTL, backoff: backoff, clk: clk, cache: map[string]sarAnswer{}}
 }
 
@@ -106,13 +105,21 @@ func (z *sarAuthorizer) Authorize(ctx context.Context, a authorizer.Attributes) 
 // server's 5xx and 429: a review the API server refused (bad request,
 // forbidden) is not asked again.
 func (z *sarAuthorizer) retry(ctx context.Context, f func() error) error {
+	return retryReview(ctx, z.backoff, retriable, f)
+}
+
+// retryReview calls f, with backoff's delays between calls, until it
+// succeeds, fails with an error that shouldRetry refuses, the steps are
+// spent or ctx is done. It returns nil after a success, else f's last
+// error, or the wait's (ctx's) when f was never called.
+func retryReview(ctx context.Context, backoff wait.Backoff, shouldRetry func(error) bool, f func() error) error {
 	var last error
-	err := wait.ExponentialBackoffWithContext(ctx, z.backoff, func(context.Context) (bool, error) {
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
 		last = f()
 		switch {
 		case last == nil:
 			return true, nil
-		case retriable(last):
+		case shouldRetry(last):
 			return false, nil
 		default:
 			return false, last

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
@@ -19,7 +20,7 @@ func TestRuntimeClassGetter(t *testing.T) {
 		t.Fatal("standalone mode has a RuntimeClass getter")
 	}
 	kube := fake.NewClientset(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc"})
-	g := runtimeClasses(&kubeclient.Client{Kube: kube})
+	g := runtimeClasses(&kubeclient.Client{Kube: kubeapifake.Wrap(kube)})
 	rc, err := g.GetRuntimeClass(t.Context(), "gvisor")
 	if err != nil || rc.Handler != "runsc" {
 		t.Fatalf("GetRuntimeClass(gvisor) = %+v, %v; want handler runsc", rc, err)

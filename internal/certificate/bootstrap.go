@@ -17,8 +17,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/certificate"
-	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -94,7 +92,11 @@ func Bootstrap(ctx context.Context, o BootstrapOptions) error {
 	if err := os.MkdirAll(o.CertDir, 0o700); err != nil {
 		return fmt.Errorf("certificate directory (--cert-dir): %w", err)
 	}
-	store, err := certificate.NewFileStoreWithLogger(logger.V(2), ClientPairPrefix, o.CertDir, o.CertDir, "", "")
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	store, err := newFileStore(logger.V(2), ClientPairPrefix, o.CertDir, "", "", clk)
 	if err != nil {
 		return fmt.Errorf("certificate directory (--cert-dir) %s: %w", o.CertDir, err)
 	}
@@ -119,11 +121,7 @@ func Bootstrap(ctx context.Context, o BootstrapOptions) error {
 	if err != nil {
 		return fmt.Errorf("client certificate key %s: %w", keyPath, err)
 	}
-	clk := o.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	certPEM, err := requestClientCertificate(ctx, clk, client, keyPEM, o.NodeName)
+	certPEM, err := requestClientCertificate(ctx, clk, client.CertificatesV1().CertificateSigningRequests(), keyPEM, o.NodeName)
 	if err != nil {
 		return err
 	}
@@ -144,7 +142,7 @@ func Bootstrap(ctx context.Context, o BootstrapOptions) error {
 // requestClientCertificate creates the node's client signing request for
 // the key, or finds the one an earlier attempt made, and waits until it is
 // issued.
-func requestClientCertificate(ctx context.Context, clk clock.Clock, client kubeclient.Interface, keyPEM []byte, nodeName string) ([]byte, error) {
+func requestClientCertificate(ctx context.Context, clk clock.Clock, client csrClient, keyPEM []byte, nodeName string) ([]byte, error) {
 	key, err := keyutil.ParsePrivateKeyPEM(keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("parse client certificate key: %w", err)
@@ -158,14 +156,19 @@ func requestClientCertificate(ctx context.Context, clk clock.Clock, client kubec
 	if err != nil {
 		return nil, fmt.Errorf("make certificate signing request: %w", err)
 	}
-	usages := certificate.DefaultKubeletClientGetUsages(signer)
 	name, err := requestName(signer.Public(), nodeName)
 	if err != nil {
 		return nil, err
 	}
-	reqName, reqUID, err := csr.RequestCertificateWithContext(ctx, kubeclient.CSRClient(client), csrPEM, name, ClientSigner, nil, usages, signer)
+	reqName, reqUID, err := requestCertificate(ctx, clk, client, csrRequest{
+		name:       name,
+		request:    csrPEM,
+		signerName: ClientSigner,
+		usages:     kubeletClientUsages(signer),
+		key:        signer,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("create certificate signing request %s: %w", name, err)
+		return nil, fmt.Errorf("certificate signing request %s: %w", name, err)
 	}
 	klog.FromContext(ctx).Info("Waiting for the client certificate signing request to be approved and issued", "csr", reqName, "signerName", ClientSigner, "timeout", BootstrapWaitTimeout)
 	waitCtx, cancel := context.WithCancelCause(ctx)
@@ -178,7 +181,7 @@ func requestClientCertificate(ctx context.Context, clk clock.Clock, client kubec
 			cancel(timedOut)
 		}
 	}()
-	certPEM, err := csr.WaitForCertificate(waitCtx, kubeclient.CSRClient(client), reqName, reqUID)
+	certPEM, err := waitForCertificate(waitCtx, clk, client, reqName, reqUID)
 	if err != nil {
 		if cause := context.Cause(waitCtx); errors.Is(cause, timedOut) {
 			err = cause

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
@@ -51,7 +53,7 @@ func newBootstrapEnv(t *testing.T) *bootstrapEnv {
 		NodeName:            "node-1",
 		NewClient: func(c *rest.Config) (kubeclient.Interface, error) {
 			e.clientCfgs = append(e.clientCfgs, c)
-			return client, nil
+			return kubeapifake.Wrap(client), nil
 		},
 	}
 	return e
@@ -353,7 +355,7 @@ func TestBootstrapGivesUp(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("Bootstrap does not wait on the clock")
 		}
-		time.Sleep(time.Millisecond)
+		runtime.Gosched()
 	}
 	clk.Step(BootstrapWaitTimeout - time.Second)
 	select {

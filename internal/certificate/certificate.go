@@ -6,9 +6,13 @@
 // (serverTLSBootstrap), and a serving certificate from files that is read
 // again when the files change.
 //
-// The signing requests, their wait, the key and file handling and the
-// rotation deadlines are client-go's (k8s.io/client-go/util/certificate and
-// its csr package), as upstream's kubelet uses them.
+// The signing requests and their wait (csr.go), the certificate directory's
+// files (store.go), the rotation deadlines (renewer.go) and the reloading
+// of serving files (files.go) behave as upstream's kubelet's, which uses
+// client-go's util/certificate and the API server's dynamiccertificates
+// for them; they are written here against the CertificateSigningRequest
+// client only, so that the binary does not link client-go's clientset and
+// its scheme of every API group.
 package certificate
 
 import (

@@ -2,7 +2,6 @@ package certificate
 
 import (
 	"context"
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -18,10 +17,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/certificate"
-	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -65,7 +61,7 @@ type renewerConfig struct {
 	// name is the certificate's name in logs ("kubelet-client").
 	name string
 	// store holds the current pair (kubelet-*-current.pem).
-	store certificate.Store
+	store pairStore
 	// bootstrapCert and bootstrapKey, when set, are the starting pair
 	// if the store has none: it is stored and renewed at once.
 	bootstrapCert, bootstrapKey []byte
@@ -78,10 +74,10 @@ type renewerConfig struct {
 	usages  func(privateKey any) []certificatesv1.KeyUsage
 	// client is what a request is made with, given the current
 	// certificate.
-	client func(current *tls.Certificate) (kubernetes.Interface, error)
+	client func(current *tls.Certificate) (csrClient, error)
 	// renewFailure and rotation are the metrics; nil is left out.
-	renewFailure certificate.Counter
-	rotation     certificate.Histogram
+	renewFailure Counter
+	rotation     Histogram
 	clock        clock.WithTicker
 }
 
@@ -115,12 +111,11 @@ func newRenewer(logger klog.Logger, c renewerConfig) (*renewer, error) {
 	}
 	r := &renewer{renewerConfig: c, jitter: func() float64 { return 0.7 + 0.2*randv2.Float64() }}
 	cur, err := c.store.Current()
-	var noPair *certificate.NoCertKeyError
 	switch {
 	case err == nil && cur.Leaf != nil && c.clock.Now().Before(cur.Leaf.NotAfter):
 		r.cert = cur
 		return r, nil
-	case err != nil && !errors.As(err, &noPair):
+	case err != nil && !errors.Is(err, errNoCertKey):
 		return nil, err
 	}
 	r.force = true
@@ -347,7 +342,7 @@ func (r *renewer) tryRenew(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("client to ask with: %w", err)
 	}
-	name, uid, err := csr.RequestCertificateWithContext(ctx, client, csrPEM, "", r.signer, nil, r.usages(crypto.Signer(key)), key)
+	name, uid, err := requestCertificate(ctx, r.clock, client, csrRequest{request: csrPEM, signerName: r.signer, usages: r.usages(key), key: key})
 	if err != nil {
 		r.judgeServer(err)
 		return fmt.Errorf("request a certificate from %s: %w", r.signer, err)
@@ -368,7 +363,7 @@ func (r *renewer) tryRenew(ctx context.Context) error {
 	} else {
 		close(watched)
 	}
-	certPEM, err := csr.WaitForCertificate(waitCtx, client, name, uid)
+	certPEM, err := waitForCertificate(waitCtx, r.clock, client, name, uid)
 	cancel()
 	<-watched
 	if err != nil {

@@ -15,12 +15,11 @@ import (
 	"go.uber.org/goleak"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/certificate"
 	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
@@ -53,7 +52,7 @@ func newRenewerEnv(t *testing.T, template func() *x509.CertificateRequest, dynam
 	s.now = e.clk.Now
 	e.signer = s
 	dir := t.TempDir()
-	store, err := certificate.NewFileStore("kubelet-test", dir, dir, "", "")
+	store, err := newFileStore(klog.Background(), "kubelet-test", dir, "", "", e.clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +62,15 @@ func newRenewerEnv(t *testing.T, template func() *x509.CertificateRequest, dynam
 		}
 	}
 	e.r, err = newRenewer(klog.Background(), renewerConfig{
-		name:         "kubelet-test",
-		store:        store,
-		template:     template,
-		dynamic:      dynamic,
-		signer:       ServingSigner,
-		usages:       certificate.DefaultKubeletServingGetUsages,
-		client:       func(*tls.Certificate) (kubernetes.Interface, error) { return kubeclient.CSRClient(client), nil },
+		name:     "kubelet-test",
+		store:    store,
+		template: template,
+		dynamic:  dynamic,
+		signer:   ServingSigner,
+		usages:   kubeletServingUsages,
+		client: func(*tls.Certificate) (csrClient, error) {
+			return client.CertificatesV1().CertificateSigningRequests(), nil
+		},
 		renewFailure: e.fails,
 		clock:        e.clk,
 	})
@@ -299,7 +300,7 @@ func TestRunLeavesNothingRunning(t *testing.T) {
 		CertDir:    e.certDir,
 		NodeName:   "node-1",
 		Clock:      clk,
-		NewClient:  func(*rest.Config) (kubeclient.Interface, error) { return client, nil },
+		NewClient:  func(*rest.Config) (kubeclient.Interface, error) { return kubeapifake.Wrap(client), nil },
 	})
 	if err != nil {
 		t.Fatal(err)

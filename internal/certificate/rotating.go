@@ -10,14 +10,10 @@ import (
 	"math"
 	"net"
 	"os"
-	"sync/atomic"
 	"time"
 
-	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/certificate"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -67,13 +63,19 @@ type Metrics struct {
 	// (+Inf when there is none) at every check of Run.
 	TTL Gauge
 	// RenewErrors counts failed renewals.
-	RenewErrors certificate.Counter
+	RenewErrors Counter
 	// Rotation observes how long each replaced certificate lived.
-	Rotation certificate.Histogram
+	Rotation Histogram
 }
 
 // Gauge is the part of a Prometheus gauge Metrics uses.
 type Gauge interface{ Set(float64) }
+
+// Counter is the part of a Prometheus counter Metrics uses.
+type Counter interface{ Inc() }
+
+// Histogram is the part of a Prometheus histogram Metrics uses.
+type Histogram interface{ Observe(float64) }
 
 // ClientOptions configure the client certificate's rotation
 // (rotateCertificates).
@@ -115,7 +117,7 @@ func NewClient(ctx context.Context, o ClientOptions) (*Rotating, error) {
 		return nil, fmt.Errorf("certificate directory (--cert-dir): %w", err)
 	}
 	logger := klog.FromContext(ctx)
-	store, err := certificate.NewFileStoreWithLogger(logger.V(2), ClientPairPrefix, o.CertDir, o.CertDir, cfg.CertFile, cfg.KeyFile)
+	store, err := newFileStore(logger.V(2), ClientPairPrefix, o.CertDir, cfg.CertFile, cfg.KeyFile, o.Clock)
 	if err != nil {
 		return nil, fmt.Errorf("certificate directory (--cert-dir) %s: %w", o.CertDir, err)
 	}
@@ -127,7 +129,7 @@ func NewClient(ctx context.Context, o ClientOptions) (*Rotating, error) {
 	mgr, err := newRenewer(logger.V(2), renewerConfig{
 		name:  "kubelet-client",
 		store: store,
-		client: func(current *tls.Certificate) (kubernetes.Interface, error) {
+		client: func(current *tls.Certificate) (csrClient, error) {
 			c, err := withClientCert(cfg, current)
 			if err != nil {
 				return nil, err
@@ -136,11 +138,11 @@ func NewClient(ctx context.Context, o ClientOptions) (*Rotating, error) {
 			if err != nil {
 				return nil, err
 			}
-			return kubeclient.CSRClient(kube), nil
+			return kube.CertificatesV1().CertificateSigningRequests(), nil
 		},
 		template:      func() *x509.CertificateRequest { return &x509.CertificateRequest{Subject: subject} },
 		signer:        ClientSigner,
-		usages:        certificate.DefaultKubeletClientGetUsages,
+		usages:        kubeletClientUsages,
 		bootstrapCert: cfg.CertData,
 		bootstrapKey:  cfg.KeyData,
 		renewFailure:  o.Metrics.RenewErrors,
@@ -207,15 +209,16 @@ func NewServing(ctx context.Context, o ServingOptions) (*Rotating, error) {
 		return nil, fmt.Errorf("certificate directory (--cert-dir): %w", err)
 	}
 	logger := klog.FromContext(ctx)
-	store, err := certificate.NewFileStoreWithLogger(logger.V(2), ServerPairPrefix, o.CertDir, o.CertDir, o.CertFile, o.KeyFile)
+	store, err := newFileStore(logger.V(2), ServerPairPrefix, o.CertDir, o.CertFile, o.KeyFile, o.Clock)
 	if err != nil {
 		return nil, fmt.Errorf("certificate directory (--cert-dir) %s: %w", o.CertDir, err)
 	}
 	subject := NodeSubject(o.NodeName)
+	csrs := o.Client.CertificatesV1().CertificateSigningRequests()
 	mgr, err := newRenewer(logger.V(2), renewerConfig{
 		name:   "kubelet-serving",
 		store:  store,
-		client: func(*tls.Certificate) (kubernetes.Interface, error) { return kubeclient.CSRClient(o.Client), nil },
+		client: func(*tls.Certificate) (csrClient, error) { return csrs, nil },
 		template: func() *x509.CertificateRequest {
 			names, ips := o.Addresses()
 			if len(names) == 0 && len(ips) == 0 {
@@ -225,7 +228,7 @@ func NewServing(ctx context.Context, o ServingOptions) (*Rotating, error) {
 		},
 		dynamic:      true,
 		signer:       ServingSigner,
-		usages:       certificate.DefaultKubeletServingGetUsages,
+		usages:       kubeletServingUsages,
 		renewFailure: o.Metrics.RenewErrors,
 		rotation:     o.Metrics.Rotation,
 		clock:        o.Clock,
@@ -337,53 +340,4 @@ func (r *Rotating) reportTTL(c *tls.Certificate) {
 		return
 	}
 	r.ttl.Set(c.Leaf.NotAfter.Sub(r.clock.Now()).Seconds())
-}
-
-// Files is a serving certificate and key read from files
-// (tlsCertFile, tlsPrivateKeyFile) and read again when they change, as
-// upstream's ReloadKubeletServerCertificateFile: a new pair whose key does
-// not match its certificate is refused and the previous pair kept.
-// GetCertificate is safe for concurrent use; Run is called once.
-type Files struct {
-	content *dynamiccertificates.DynamicCertKeyPairContent
-	// cached is the parsed pair of the content last seen.
-	cached atomic.Pointer[parsedPair]
-}
-
-type parsedPair struct {
-	cert, key []byte
-	pair      *tls.Certificate
-}
-
-// NewFiles reads the pair once; a missing or mismatched pair is an error.
-func NewFiles(certFile, keyFile string) (*Files, error) {
-	// Checked first: the library starts a goroutine when it builds the
-	// content, which only Run ends.
-	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
-		return nil, fmt.Errorf("tlsCertFile %s / tlsPrivateKeyFile %s: %w", certFile, keyFile, err)
-	}
-	content, err := dynamiccertificates.NewDynamicServingContentFromFiles("serving-cert", certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("tlsCertFile %s / tlsPrivateKeyFile %s: %w", certFile, keyFile, err)
-	}
-	return &Files{content: content}, nil
-}
-
-// Run watches the files until ctx ends.
-func (f *Files) Run(ctx context.Context) {
-	f.content.Run(ctx, 1)
-}
-
-// GetCertificate is tls.Config.GetCertificate: the pair last read.
-func (f *Files) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	cert, key := f.content.CurrentCertKeyContent()
-	if p := f.cached.Load(); p != nil && string(p.cert) == string(cert) && string(p.key) == string(key) {
-		return p.pair, nil
-	}
-	pair, err := tls.X509KeyPair(cert, key)
-	if err != nil {
-		return nil, fmt.Errorf("serving certificate: %w", err)
-	}
-	f.cached.Store(&parsedPair{cert: cert, key: key, pair: &pair})
-	return &pair, nil
 }

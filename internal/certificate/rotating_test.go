@@ -17,6 +17,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
@@ -71,7 +72,7 @@ func TestClientRotation(t *testing.T) {
 		NodeName:   "node-1",
 		NewClient: func(c *rest.Config) (kubeclient.Interface, error) {
 			cfgs = append(cfgs, c)
-			return client, nil
+			return kubeapifake.Wrap(client), nil
 		},
 	})
 	if err != nil {
@@ -126,7 +127,7 @@ func TestServingBootstrap(t *testing.T) {
 	ca := newTestCA(t)
 	s, client := newSigner(t, ca)
 	r, err := NewServing(context.Background(), ServingOptions{
-		Client:   client,
+		Client:   kubeapifake.Wrap(client),
 		CertDir:  filepath.Join(t.TempDir(), "pki"),
 		NodeName: "node-1",
 		Addresses: func() ([]string, []net.IP) {
@@ -200,7 +201,7 @@ func TestServingRenewErrors(t *testing.T) {
 	errs := make(countingCounter, 1)
 	ttl := &fakeGauge{}
 	r, err := NewServing(context.Background(), ServingOptions{
-		Client:    client,
+		Client:    kubeapifake.Wrap(client),
 		CertDir:   filepath.Join(t.TempDir(), "pki"),
 		NodeName:  "node-1",
 		Addresses: func() ([]string, []net.IP) { return []string{"node-1"}, nil },

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/volume"
 )
 
@@ -186,7 +187,7 @@ func newEnv(t *testing.T, srv *nodeServer, objs ...runtime.Object) *env {
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}
 	kube := fake.NewClientset(append(objs, node)...)
 	e := &env{root: t.TempDir(), kube: kube, srv: srv}
-	e.drivers = NewDrivers(nil, NewNodeInfo(kube, testNode))
+	e.drivers = NewDrivers(nil, NewNodeInfo(kubeapifake.Wrap(kube), testNode))
 	t.Cleanup(e.drivers.Close)
 	if err := e.drivers.Register(context.Background(), testDriver, serveDriver(t, srv), []string{"1.0.0"}); err != nil {
 		t.Fatalf("Register: %v", err)
@@ -197,7 +198,7 @@ func newEnv(t *testing.T, srv *nodeServer, objs ...runtime.Object) *env {
 
 // newPublisher is a publisher with empty memory, as after a restart.
 func (e *env) newPublisher() *Publisher {
-	return NewPublisher(PublisherOptions{RootDir: e.root, NodeName: testNode, Drivers: e.drivers, Kube: e.kube})
+	return NewPublisher(PublisherOptions{RootDir: e.root, NodeName: testNode, Drivers: e.drivers, Kube: kubeapifake.Wrap(e.kube)})
 }
 
 func csiDriverObj(mutate func(*storagev1.CSIDriver)) *storagev1.CSIDriver {

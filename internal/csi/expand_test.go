@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 )
 
 // expandServer is a nodeServer that can also expand volumes.
@@ -316,7 +318,7 @@ func newExpandEnv(t *testing.T, srv *expandServer, claim *v1.PersistentVolumeCla
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}}
 	kube := fake.NewClientset(csiDriverObj(nil), claim, node)
 	e := &env{root: t.TempDir(), kube: kube, srv: srv.nodeServer}
-	e.drivers = NewDrivers(nil, NewNodeInfo(kube, testNode))
+	e.drivers = NewDrivers(nil, NewNodeInfo(kubeapifake.Wrap(kube), testNode))
 	t.Cleanup(e.drivers.Close)
 	if err := e.drivers.Register(context.Background(), testDriver, serveDriver(t, srv), []string{"1.0.0"}); err != nil {
 		t.Fatalf("Register: %v", err)

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	storagev1client "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,6 +27,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/kubeapi"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/volume"
 )
@@ -36,8 +35,8 @@ import (
 // KubeClient is the API groups the CSI node side reads and writes: a clientset (kubeclient's, or client-go's fake in
 // tests).
 type KubeClient interface {
-	CoreV1() corev1client.CoreV1Interface
-	StorageV1() storagev1client.StorageV1Interface
+	CoreV1() kubeapi.CoreV1Interface
+	StorageV1() kubeapi.StorageV1Interface
 }
 
 // Upstream's names.

@@ -17,6 +17,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 )
 
 // countingTokens hands out a new token for every request.
@@ -93,7 +95,7 @@ func TestRepublish(t *testing.T) {
 					cd.Spec.VolumeLifecycleModes = []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral}
 				}))
 				clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-				pub := NewPublisher(PublisherOptions{RootDir: e.root, NodeName: testNode, Drivers: e.drivers, Kube: e.kube,
+				pub := NewPublisher(PublisherOptions{RootDir: e.root, NodeName: testNode, Drivers: e.drivers, Kube: kubeapifake.Wrap(e.kube),
 					Tokens: &countingTokens{}, Clock: clk, RepublishInterval: 30 * time.Second})
 				if err := setUp(e, pub); err != nil {
 					t.Fatal(err)
@@ -211,7 +213,7 @@ func TestRepublishFailureIsAnEvent(t *testing.T) {
 	e := newEnv(t, srv, csiDriverObj(func(cd *storagev1.CSIDriver) { cd.Spec.RequiresRepublish = &requires }))
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	rec := record.NewFakeRecorder(10)
-	pub := NewPublisher(PublisherOptions{RootDir: e.root, NodeName: testNode, Drivers: e.drivers, Kube: e.kube,
+	pub := NewPublisher(PublisherOptions{RootDir: e.root, NodeName: testNode, Drivers: e.drivers, Kube: kubeapifake.Wrap(e.kube),
 		Clock: clk, RepublishInterval: 30 * time.Second, Events: rec})
 	if _, err := pub.SetUpPersistent(ctx, pod("a"), claimVolume(), csiPV("pv-1", "vol-1"), false); err != nil {
 		t.Fatal(err)

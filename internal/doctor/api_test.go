@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
@@ -47,7 +48,7 @@ func fakeAPI(identity string, allow func(user string, a *authorizationv1.Resourc
 		}
 		return true, &v1.PodList{Items: pods}, nil
 	})
-	return &API{Kube: cs, Kubeconfig: "/etc/kubernetes/kubelet.conf", Server: "https://10.0.0.1:6443", Identity: identity, ServerVersion: "v1.37.2"}, cs
+	return &API{Kube: kubeapifake.Wrap(cs), Kubeconfig: "/etc/kubernetes/kubelet.conf", Server: "https://10.0.0.1:6443", Identity: identity, ServerVersion: "v1.37.2"}, cs
 }
 
 func connectTo(api *API, err error) func(context.Context) (*API, error) {

@@ -4,9 +4,11 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/heartlet/heartlet/internal/kubeapi"
 )
 
 // EventComponent is the source component of heartlet's events. It is the
@@ -29,7 +31,23 @@ func NewEventRecorder(ctx context.Context, kube Interface, nodeName string, watc
 	for _, w := range watchers {
 		b.StartEventWatcher(w)
 	}
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	rec := b.NewRecorder(scheme.Scheme, v1.EventSource{Component: EventComponent, Host: nodeName})
+	b.StartRecordingToSink(eventSink{kube.CoreV1()})
+	rec := b.NewRecorder(kubeapi.Scheme, v1.EventSource{Component: EventComponent, Host: nodeName})
 	return rec, b.Shutdown
+}
+
+// eventSink writes a recorder's events to the API server, each in its own
+// namespace, as client-go's sink for the typed core client does.
+type eventSink struct{ core kubeapi.CoreV1Interface }
+
+func (s eventSink) Create(ev *v1.Event) (*v1.Event, error) {
+	return s.core.Events(ev.Namespace).Create(context.Background(), ev, metav1.CreateOptions{})
+}
+
+func (s eventSink) Update(ev *v1.Event) (*v1.Event, error) {
+	return s.core.Events(ev.Namespace).Update(context.Background(), ev, metav1.UpdateOptions{})
+}
+
+func (s eventSink) Patch(ev *v1.Event, data []byte) (*v1.Event, error) {
+	return s.core.Events(ev.Namespace).Patch(context.Background(), ev.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
 }

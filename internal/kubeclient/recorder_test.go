@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 )
 
 func TestNewEventRecorder(t *testing.T) {
@@ -26,7 +28,7 @@ func TestNewEventRecorder(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watched := make(chan *v1.Event, 1)
-	rec, shutdown := NewEventRecorder(ctx, kube, "worker-1", func(e *v1.Event) {
+	rec, shutdown := NewEventRecorder(ctx, kubeapifake.Wrap(kube), "worker-1", func(e *v1.Event) {
 		select {
 		case watched <- e.DeepCopy():
 		default:

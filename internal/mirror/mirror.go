@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"maps"
 	"sort"
 	"sync"
@@ -22,13 +21,14 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/heartlet/heartlet/internal/kubeapi"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
 // KubeClient is the API group mirror pods are written with: a clientset (kubeclient's, or client-go's fake in
 // tests).
 type KubeClient interface {
-	CoreV1() corev1client.CoreV1Interface
+	CoreV1() kubeapi.CoreV1Interface
 }
 
 // ErrNodeUnknown is returned by Sync when a mirror pod must be created but

@@ -19,6 +19,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
@@ -96,7 +97,7 @@ func TestSync(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			kube := fake.NewClientset()
-			m := New(kube, nodeName, func() *v1.Node { return testNode })
+			m := New(kubeapifake.Wrap(kube), nodeName, func() *v1.Node { return testNode })
 			if err := m.Sync(context.Background(), tt.static, tt.mirrors); err != nil {
 				t.Fatalf("Sync: %v", err)
 			}
@@ -109,7 +110,7 @@ func TestSync(t *testing.T) {
 
 func TestCreatedMirror(t *testing.T) {
 	kube := fake.NewClientset()
-	m := New(kube, nodeName, func() *v1.Node { return testNode })
+	m := New(kubeapifake.Wrap(kube), nodeName, func() *v1.Node { return testNode })
 	sp := static("etcd", "hash-1")
 	sp.Spec.NodeName = ""
 	if err := m.Sync(context.Background(), []*v1.Pod{sp}, nil); err != nil {
@@ -146,7 +147,7 @@ func TestCreatedMirror(t *testing.T) {
 func TestDeleteUsesUIDPrecondition(t *testing.T) {
 	old := mirrorOf(static("etcd", "hash-1"), "m-1")
 	kube := fake.NewClientset(old)
-	m := New(kube, nodeName, func() *v1.Node { return testNode })
+	m := New(kubeapifake.Wrap(kube), nodeName, func() *v1.Node { return testNode })
 	if err := m.Sync(context.Background(), []*v1.Pod{static("etcd", "hash-2")}, []*v1.Pod{old}); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestSyncErrors(t *testing.T) {
 					return true, nil, tt.err
 				})
 			}
-			m := New(kube, nodeName, func() *v1.Node { return tt.node })
+			m := New(kubeapifake.Wrap(kube), nodeName, func() *v1.Node { return tt.node })
 			sp := static("etcd", "hash-1")
 			var mirrors []*v1.Pod
 			if tt.mirrors {
@@ -234,7 +235,7 @@ func TestRefusalLoggedOncePerPod(t *testing.T) {
 	kube.PrependReactor("create", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(gr, "etcd-node-a", errors.New("references a secret"))
 	})
-	m := New(kube, nodeName, func() *v1.Node { return testNode })
+	m := New(kubeapifake.Wrap(kube), nodeName, func() *v1.Node { return testNode })
 	var (
 		mu     sync.Mutex
 		logged []string

@@ -20,6 +20,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 )
 
 // t0 is the fake clock's start.
@@ -226,7 +228,7 @@ func newFixture(t *testing.T, opts Options, objects ...runtime.Object) *fixture 
 		}
 		return false, nil, nil
 	})
-	f.m = New(f.kube, f.clk, opts, f.rt)
+	f.m = New(kubeapifake.Wrap(f.kube), f.clk, opts, f.rt)
 	f.m.host = f.host.host()
 	// The lease renewals follow the interval exactly: tests step the
 	// clock by it (TestLeaseWait checks the spread).

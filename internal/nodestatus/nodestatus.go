@@ -19,21 +19,21 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/heartlet/heartlet/internal/kubeapi"
 )
 
 // KubeClient is the API groups the Node and its Lease are written with: a clientset (kubeclient's, or client-go's fake in
 // tests).
 type KubeClient interface {
-	CoreV1() corev1client.CoreV1Interface
-	CoordinationV1() coordinationv1client.CoordinationV1Interface
+	CoreV1() kubeapi.CoreV1Interface
+	CoordinationV1() kubeapi.CoordinationV1Interface
 }
 
 // Defaults, as the upstream kubelet's.

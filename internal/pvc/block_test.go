@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/volume"
 )
 
@@ -84,7 +85,7 @@ func TestSetUpBlock(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeCSI{}
-			p := New(NewClientGetter(fake.NewClientset(boundClaim("claim", "pv-block"), tc.pv, node), nodeName), f, WithRootDir(dir))
+			p := New(NewClientGetter(kubeapifake.Wrap(fake.NewClientset(boundClaim("claim", "pv-block"), tc.pv, node)), nodeName), f, WithRootDir(dir))
 			got, err := p.SetUp(context.Background(), tc.pod, &tc.pod.Spec.Volumes[0])
 			if f.calls != tc.csi {
 				t.Errorf("CSI publisher called %d times, want %d", f.calls, tc.csi)
@@ -129,7 +130,7 @@ func TestSetUpBlockReplacesLink(t *testing.T) {
 	if _, err := volume.LinkDevice(dir, pod.UID, LocalPluginDir, "pv-block", "/etc/shadow"); err != nil {
 		t.Fatal(err)
 	}
-	p := New(NewClientGetter(fake.NewClientset(boundClaim("claim", "pv-block"), pv), nodeName), nil, WithRootDir(dir))
+	p := New(NewClientGetter(kubeapifake.Wrap(fake.NewClientset(boundClaim("claim", "pv-block"), pv)), nodeName), nil, WithRootDir(dir))
 	got, err := p.SetUp(context.Background(), pod, &pod.Spec.Volumes[0])
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/volume"
 )
 
@@ -45,7 +46,7 @@ func TestSetUpExpandsCSIVolumes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &expandingCSI{err: tc.err}
-			p := New(NewClientGetter(fake.NewClientset(boundClaim("claim", "pv-csi"), csiPV), nodeName), c)
+			p := New(NewClientGetter(kubeapifake.Wrap(fake.NewClientset(boundClaim("claim", "pv-csi"), csiPV)), nodeName), c)
 			m, err := p.SetUp(context.Background(), tc.pod, &tc.pod.Spec.Volumes[0])
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("SetUp error %v, want %v", err, tc.wantErr)

@@ -21,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"os"
 	"sync"
 
@@ -32,6 +31,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/kubeapi"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/volume"
 )
@@ -39,7 +39,7 @@ import (
 // KubeClient is the API group claims, volumes and the Node are read with: a clientset (kubeclient's, or client-go's fake in
 // tests).
 type KubeClient interface {
-	CoreV1() corev1client.CoreV1Interface
+	CoreV1() kubeapi.CoreV1Interface
 }
 
 // Sentinel errors, checked with errors.Is.

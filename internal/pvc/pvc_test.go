@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/volume"
 )
 
@@ -124,7 +125,7 @@ func TestSetUp(t *testing.T) {
 			if pod == nil {
 				pod = testPod()
 			}
-			p := New(NewClientGetter(fake.NewClientset(tc.objs...), nodeName), &fakeCSI{})
+			p := New(NewClientGetter(kubeapifake.Wrap(fake.NewClientset(tc.objs...)), nodeName), &fakeCSI{})
 			if !p.Handles(&pod.Spec.Volumes[0]) {
 				t.Fatal("Handles = false for a claim volume")
 			}
@@ -162,13 +163,13 @@ func TestEphemeralClaimOwner(t *testing.T) {
 	foreign := owned.DeepCopy()
 	foreign.OwnerReferences[0].UID = "another-pod"
 
-	p := New(NewClientGetter(fake.NewClientset(owned, pv), nodeName), nil)
+	p := New(NewClientGetter(kubeapifake.Wrap(fake.NewClientset(owned, pv)), nodeName), nil)
 	got, err := p.SetUp(context.Background(), pod, &pod.Spec.Volumes[0])
 	if err != nil || got.HostPath != dir {
 		t.Fatalf("SetUp = %+v, %v; want %s", got, err, dir)
 	}
 	// A claim of the same name that another pod owns must not be mounted.
-	p = New(NewClientGetter(fake.NewClientset(foreign, pv), nodeName), nil)
+	p = New(NewClientGetter(kubeapifake.Wrap(fake.NewClientset(foreign, pv)), nodeName), nil)
 	if _, err := p.SetUp(context.Background(), pod, &pod.Spec.Volumes[0]); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("SetUp of a foreign claim: %v, want ErrNotOwner", err)
 	}
@@ -181,7 +182,7 @@ func TestNoAPI(t *testing.T) {
 		t.Fatalf("SetUp without API: %v, want ErrNoAPI", err)
 	}
 	csiPV := pvWith("pv", v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: "h"}})
-	p = New(NewClientGetter(fake.NewClientset(boundClaim("claim", "pv"), csiPV), nodeName), nil)
+	p = New(NewClientGetter(kubeapifake.Wrap(fake.NewClientset(boundClaim("claim", "pv"), csiPV)), nodeName), nil)
 	if _, err := p.SetUp(context.Background(), pod, &pod.Spec.Volumes[0]); !errors.Is(err, volume.ErrUnsupported) {
 		t.Fatalf("SetUp of a CSI volume without a publisher: %v, want ErrUnsupported", err)
 	}

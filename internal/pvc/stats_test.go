@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 )
 
 // TestLocalVolumeStats: a local PV set up for a pod has stats from statfs
@@ -28,7 +30,7 @@ func TestLocalVolumeStats(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := New(NewClientGetter(fake.NewClientset(boundClaim("claim", "pv"), pvWith("pv", tc.src), node), nodeName), &fakeCSI{})
+			p := New(NewClientGetter(kubeapifake.Wrap(fake.NewClientset(boundClaim("claim", "pv"), pvWith("pv", tc.src), node)), nodeName), &fakeCSI{})
 			pod := testPod()
 			ctx := context.Background()
 			for range 2 {

@@ -13,7 +13,6 @@ package serviceenv
 import (
 	"context"
 	"errors"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"net"
 	"sort"
 	"strconv"
@@ -27,13 +26,14 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/heartlet/heartlet/internal/kubeapi"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
 // KubeClient is the API group Services are read with: a clientset (kubeclient's, or client-go's fake in
 // tests).
 type KubeClient interface {
-	CoreV1() corev1client.CoreV1Interface
+	CoreV1() kubeapi.CoreV1Interface
 }
 
 // The master Service every pod gets the variables of, as upstream.

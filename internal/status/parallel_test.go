@@ -10,15 +10,16 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/heartlet/heartlet/internal/kubeapi"
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 )
 
 // gatedKube holds every status patch until gate is open, counting the
 // patches in flight, so that a test sees how many run at once. The fake
 // clientset serializes its reactors, so the gate sits in front of it.
 type gatedKube struct {
-	kubernetes.Interface
+	kubeapi.Interface
 	mu               sync.Mutex
 	inFlight, most   int
 	full             chan struct{} // closed when want patches are in flight
@@ -28,21 +29,21 @@ type gatedKube struct {
 	gateTimedOutOnce bool
 }
 
-func (g *gatedKube) CoreV1() corev1client.CoreV1Interface {
+func (g *gatedKube) CoreV1() kubeapi.CoreV1Interface {
 	return gatedCore{g.Interface.CoreV1(), g}
 }
 
 type gatedCore struct {
-	corev1client.CoreV1Interface
+	kubeapi.CoreV1Interface
 	g *gatedKube
 }
 
-func (c gatedCore) Pods(ns string) corev1client.PodInterface {
+func (c gatedCore) Pods(ns string) kubeapi.PodInterface {
 	return gatedPods{c.CoreV1Interface.Pods(ns), c.g}
 }
 
 type gatedPods struct {
-	corev1client.PodInterface
+	kubeapi.PodInterface
 	g *gatedKube
 }
 
@@ -99,7 +100,7 @@ func TestSyncerWritesPodsInParallel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g := &gatedKube{Interface: e.kube, full: make(chan struct{}), want: maxParallelWrites, timeout: 10 * time.Second}
+	g := &gatedKube{Interface: kubeapifake.Wrap(e.kube), full: make(chan struct{}), want: maxParallelWrites, timeout: 10 * time.Second}
 	e.s.kube = g
 	for _, p := range pods {
 		e.m.SetPodStatus(p, runningStatus(t0))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/heartlet/heartlet/internal/journal"
+	"github.com/heartlet/heartlet/internal/kubeapi"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podspec"
@@ -29,7 +29,7 @@ import (
 // KubeClient is the API group pod statuses are written with: a clientset (kubeclient's, or client-go's fake in
 // tests).
 type KubeClient interface {
-	CoreV1() corev1client.CoreV1Interface
+	CoreV1() kubeapi.CoreV1Interface
 }
 
 // Default periods of a Syncer.

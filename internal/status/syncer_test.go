@@ -23,6 +23,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
@@ -40,7 +41,7 @@ func newSyncerEnv(t *testing.T, opts SyncerOptions, objs ...runtime.Object) *syn
 	clk := clocktesting.NewFakeClock(t0)
 	m := NewManager(clk)
 	kube := fake.NewClientset(objs...)
-	return &syncerEnv{s: NewSyncer(kube, m, clk, opts), m: m, kube: kube, clk: clk}
+	return &syncerEnv{s: NewSyncer(kubeapifake.Wrap(kube), m, clk, opts), m: m, kube: kube, clk: clk}
 }
 
 // round runs one round and returns the API actions it made.

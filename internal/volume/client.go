@@ -2,17 +2,18 @@ package volume
 
 import (
 	"context"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/heartlet/heartlet/internal/kubeapi"
 )
 
 // KubeClient is the API group ConfigMaps, Secrets and tokens are read and asked with: a clientset (kubeclient's, or client-go's fake in
 // tests).
 type KubeClient interface {
-	CoreV1() corev1client.CoreV1Interface
+	CoreV1() kubeapi.CoreV1Interface
 }
 
 // clientGetter is the Getter that reads through the API server. A node may

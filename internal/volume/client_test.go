@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 )
 
 func TestClientGetter(t *testing.T) {
@@ -29,7 +31,7 @@ func TestClientGetter(t *testing.T) {
 		tr.Status.Token = "jwt"
 		return true, tr, nil
 	})
-	g := NewClientGetter(kube)
+	g := NewClientGetter(kubeapifake.Wrap(kube))
 	ctx := context.Background()
 
 	cm, err := g.GetConfigMap(ctx, "ns1", "cfg")

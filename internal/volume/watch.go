@@ -14,10 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/heartlet/heartlet/internal/kubeapi"
 )
 
 // DefaultWatchIdle is how long NewWatchingGetter keeps watching an object
@@ -34,7 +35,7 @@ const DefaultWatchIdle = 5 * time.Minute
 // through inner every time.
 type WatchingGetter struct {
 	inner Getter
-	core  corev1client.CoreV1Interface
+	core  kubeapi.CoreV1Interface
 	// client is the clientset core is of: a fake one says it cannot
 	// stream a list as a watch.
 	client any
@@ -59,7 +60,7 @@ type watchedObject struct {
 // CoreClient is the client of the core API group the WatchingGetter lists
 // and watches with (a clientset).
 type CoreClient interface {
-	CoreV1() corev1client.CoreV1Interface
+	CoreV1() kubeapi.CoreV1Interface
 }
 
 // NewWatchingGetter returns a Getter that watches each ConfigMap and Secret

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 )
 
 // gets counts the GETs of configmaps and secrets the client made.
@@ -43,7 +45,7 @@ func TestWatchingGetter(t *testing.T) {
 		&v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "s"}, Data: map[string][]byte{"k": []byte("s1")}},
 	)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	g := NewWatchingGetter(NewClientGetter(cs), cs, clk, time.Minute)
+	g := NewWatchingGetter(NewClientGetter(kubeapifake.Wrap(cs)), kubeapifake.Wrap(cs), clk, time.Minute)
 
 	// Before Run: a plain GET, no watch.
 	if cm, err := g.GetConfigMap(ctx, "a", "cm"); err != nil || cm.Data["k"] != "v1" {

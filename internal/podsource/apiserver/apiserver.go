@@ -37,7 +37,6 @@ package apiserver
 import (
 	"context"
 	"fmt"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"maps"
 	"slices"
 	"sort"
@@ -55,13 +54,14 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/kubeapi"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
 // KubeClient is the API group the node's pods are watched with: a clientset (kubeclient's, or client-go's fake in
 // tests).
 type KubeClient interface {
-	CoreV1() corev1client.CoreV1Interface
+	CoreV1() kubeapi.CoreV1Interface
 }
 
 // SourceName is the name of this source in podconfig, also the value of the

@@ -16,11 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/heartlet/heartlet/internal/kubeapi"
+	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
@@ -211,7 +212,7 @@ func TestFieldSelectorOnListAndWatch(t *testing.T) {
 		return false, nil, nil
 	})
 	rec := newRecorder()
-	src := New(kube, node, rec.sink())
+	src := New(kubeapifake.Wrap(kube), node, rec.sink())
 	start(t, src)
 	rec.waitFor(t, "with pod a", hasUIDs("a"))
 	select {
@@ -244,7 +245,7 @@ func TestFirstDeliveryOnlyAfterInitialList(t *testing.T) {
 		return false, nil, nil
 	})
 	rec := newRecorder()
-	src := New(kube, node, rec.sink())
+	src := New(kubeapifake.Wrap(kube), node, rec.sink())
 	start(t, src)
 
 	select {
@@ -282,7 +283,7 @@ func TestDeliversFullSetOnEveryChange(t *testing.T) {
 		mkPod("u", "unscheduled", ""),
 	)
 	rec := newRecorder()
-	src := New(kube, node, rec.sink())
+	src := New(kubeapifake.Wrap(kube), node, rec.sink())
 	ctx := start(t, src)
 	pods := kube.CoreV1().Pods("default")
 
@@ -346,7 +347,7 @@ func TestAnnotationsWithoutMutatingCache(t *testing.T) {
 		annotated(podconfig.AnnotationConfigSeen, "forged"),
 		annotated("user", "x")))
 	rec := newRecorder()
-	src := New(kube, node, rec.sink())
+	src := New(kubeapifake.Wrap(kube), node, rec.sink())
 	src.clock = clk
 	ctx := start(t, src)
 
@@ -404,7 +405,7 @@ func TestBurstIsCoalesced(t *testing.T) {
 	inFirst := make(chan struct{})
 	unblock := make(chan struct{})
 	rec := newRecorder()
-	src := New(kube, node, blockingSink{rec: rec, first: func() {
+	src := New(kubeapifake.Wrap(kube), node, blockingSink{rec: rec, first: func() {
 		if calls.Add(1) == 1 {
 			close(inFirst)
 			<-unblock
@@ -471,7 +472,7 @@ func TestRunEndsWithoutDeliveryWhenListFails(t *testing.T) {
 		return true, nil, context.DeadlineExceeded
 	})
 	rec := newRecorder()
-	src := New(kube, node, rec.sink())
+	src := New(kubeapifake.Wrap(kube), node, rec.sink())
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -500,7 +501,7 @@ func TestRunEndsWithoutDeliveryWhenListFails(t *testing.T) {
 
 func TestRunTwice(t *testing.T) {
 	rec := newRecorder()
-	src := New(fake.NewClientset(), node, rec.sink())
+	src := New(kubeapifake.Wrap(fake.NewClientset()), node, rec.sink())
 	ctx := start(t, src)
 	rec.waitFor(t, "empty", hasUIDs())
 	if err := src.Run(ctx); err == nil {
@@ -530,7 +531,7 @@ func TestPodReadsCurrentStatus(t *testing.T) {
 		mkPod("o", "other", "node-b"),
 	)
 	rec := newRecorder()
-	src := New(kube, node, rec.sink())
+	src := New(kubeapifake.Wrap(kube), node, rec.sink())
 	ctx := start(t, src)
 	rec.waitFor(t, "[a]", hasUIDs("a"))
 
@@ -640,7 +641,7 @@ func TestDeliversOnlyTheChangedPods(t *testing.T) {
 				slices.Sort(all)
 				kube := fake.NewClientset(objs...)
 				rec := newRecorder()
-				src := New(kube, node, rec.sink())
+				src := New(kubeapifake.Wrap(kube), node, rec.sink())
 				ctx := start(t, src)
 				rec.waitFor(t, "the full set", hasUIDs(all...))
 				if err := tc.change(ctx, kube.CoreV1().Pods("default")); err != nil {
@@ -683,7 +684,7 @@ func TestDeliversOnlyTheChangedPods(t *testing.T) {
 	}
 }
 
-type typedPods = corev1client.PodInterface
+type typedPods = kubeapi.PodInterface
 
 func create(ctx context.Context, pods typedPods, p *v1.Pod) error {
 	_, err := pods.Create(ctx, p, metav1.CreateOptions{})

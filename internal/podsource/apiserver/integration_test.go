@@ -15,9 +15,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/heartlet/heartlet/internal/kubeapi"
 )
 
 // TestAgainstAPIServer runs the source with a node identity against a real
@@ -119,13 +120,15 @@ func TestAgainstAPIServer(t *testing.T) {
 	rec.waitFor(t, "without pod mine", func(pods []*v1.Pod) bool { return len(inNS(pods)) == 0 })
 }
 
-func clientFor(t *testing.T, path string) kubernetes.Interface {
+// clientFor is heartlet's own client of the kubeconfig at path, so that
+// the test also runs kubeapi against a real API server.
+func clientFor(t *testing.T, path string) kubeapi.Interface {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		t.Fatalf("kubeconfig %s: %v", path, err)
 	}
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := kubeapi.NewForConfig(cfg)
 	if err != nil {
 		t.Fatalf("client for kubeconfig %s: %v", path, err)
 	}

@@ -71,6 +71,11 @@ func main() {
 			o.adminKubeconfig, o.nodeKC, o.nodeName = *admin, *nodeKC, *nodeName
 			o.idle, o.idleWithPods, o.namespace = *idle, *idleWP, "heartlet-bench"
 			o.containerdPidFile, o.profileDir, o.profileSeconds, o.keep = *ctrdPid, *profiles, *profSecs, *keep
+			if o.profileDir != "" {
+				err = os.MkdirAll(o.profileDir, 0o755)
+			}
+		}
+		if err == nil {
 			err = runCompare(o)
 		}
 	} else if *cluster {

@@ -29,9 +29,7 @@ var kubeclientImporters = map[string]string{
 	// examines, not a way to reach a domain's data.
 	"internal/doctor": "checks the API server connection that kubeclient makes",
 	// Certificate rotation builds a new client from each certificate it
-	// gets (client-go's certificate manager asks for a clientset per
-	// certificate), so it needs kubeclient's constructor and its adapter
-	// to client-go's all-groups interface.
+	// gets, with kubeclient's constructor.
 	"internal/certificate": "builds a client from each rotated certificate",
 }
 
@@ -195,6 +193,117 @@ func TestImportGraph(t *testing.T) {
 			t.Errorf("%s is listed as allowed to import %s but no longer does; remove the exception", p, kubeclientPkg)
 		}
 	}
+}
+
+// heavyInBinary are packages heartlet's binary must not link, with the
+// reason; a prefix ending in "/" covers the packages below it.
+var heavyInBinary = map[string]string{
+	"k8s.io/client-go/kubernetes":        "client-go's clientset registers every API group's types in one scheme (with their apply configurations and discovery, about a quarter of the binary and of its resident memory); internal/kubeapi holds the groups heartlet calls",
+	"k8s.io/client-go/kubernetes/":       "any typed client imports the all-groups scheme",
+	"k8s.io/client-go/informers/":        "the generated informers import the clientset",
+	"k8s.io/client-go/tools/events":      "imports the all-groups scheme",
+	"k8s.io/client-go/util/certificate/": "imports the clientset",
+}
+
+// heavyBridges are the packages still allowed to bring a heavyInBinary
+// package into the binary, with the reason; the check does not look
+// through them, and fails once one no longer needs the exception.
+var heavyBridges = map[string]string{
+	// The websocket-to-SPDY translation of exec, attach and port-forward;
+	// the package's endpoint-slice resolver, which heartlet does not use,
+	// imports the generated informers.
+	"k8s.io/apiserver/pkg/util/proxy": "kubectl exec/attach/port-forward over websockets",
+}
+
+// isHeavy reports the reason p must not be linked, if it must not.
+func isHeavy(p string) (string, bool) {
+	for heavy, reason := range heavyInBinary {
+		if p == heavy || (strings.HasSuffix(heavy, "/") && strings.HasPrefix(p, heavy)) {
+			return reason, true
+		}
+	}
+	return "", false
+}
+
+// TestBinaryDependencies checks that cmd/heartlet links none of
+// heavyInBinary except through heavyBridges, naming the chain that brings
+// one in.
+func TestBinaryDependencies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over the binary's dependencies")
+	}
+	root := module + "cmd/heartlet"
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}: {{join .Imports \" \"}}", root)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v: %s", err, stderr.String())
+	}
+	imports := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		from, to, _ := strings.Cut(strings.TrimSpace(line), ": ")
+		imports[from] = strings.Fields(to)
+	}
+	if len(imports) < 100 {
+		t.Fatalf("go list reported %d packages for cmd/heartlet; the check would see nothing", len(imports))
+	}
+	// Breadth-first from the command, not through the bridges, remembering
+	// who first imported each package.
+	importer := map[string]string{root: ""}
+	queue := []string{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if _, bridge := heavyBridges[p]; bridge {
+			continue
+		}
+		for _, q := range imports[p] {
+			if _, seen := importer[q]; !seen {
+				importer[q] = p
+				queue = append(queue, q)
+			}
+		}
+	}
+	for p := range importer {
+		if reason, heavy := isHeavy(p); heavy {
+			chain := []string{p}
+			for cur := importer[p]; cur != ""; cur = importer[cur] {
+				chain = append(chain, cur)
+			}
+			t.Errorf("cmd/heartlet links %s (%s): %s", p, reason, strings.Join(chain, " <- "))
+		}
+	}
+	for bridge := range heavyBridges {
+		if _, linked := importer[bridge]; !linked {
+			t.Errorf("%s is no longer linked; remove it from heavyBridges", bridge)
+			continue
+		}
+		if !reaches(imports, bridge) {
+			t.Errorf("%s no longer brings in a package of heavyInBinary; remove it from heavyBridges", bridge)
+		}
+	}
+}
+
+// reaches reports whether a package of heavyInBinary is among from's
+// dependencies.
+func reaches(imports map[string][]string, from string) bool {
+	seen := map[string]bool{from: true}
+	stack := []string{from}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if _, heavy := isHeavy(p); heavy {
+			return true
+		}
+		for _, q := range imports[p] {
+			if !seen[q] {
+				seen[q] = true
+				stack = append(stack, q)
+			}
+		}
+	}
+	return false
 }
 
 func TestViolations(t *testing.T) {

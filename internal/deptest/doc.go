@@ -9,5 +9,10 @@
 //   - a domain package does not import internal/kubeclient: the API server
 //     is reached through interfaces the domain declares, and only the
 //     agent and the commands hold a client (exceptions are listed with
-//     their reason in the test).
+//     their reason in the test);
+//   - heartlet's binary does not link client-go's clientset, its typed
+//     clients, informers or anything else that registers every API group
+//     in one scheme: internal/kubeapi holds the groups heartlet calls (a
+//     package still allowed to bring one in is listed with its reason,
+//     and the test fails once it no longer needs the exception).
 package deptest

@@ -347,16 +347,7 @@ func TestBuildMatrix(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan struct{})
-		go func() {
-			defer close(ran)
-			a.Run(ctx)
-		}()
-		t.Cleanup(func() {
-			cancel()
-			<-ran
-		})
+		runAuth(t, a)
 		srv := httptest.NewUnstartedServer(a.Filter(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			io.WriteString(w, "served")
 		})))

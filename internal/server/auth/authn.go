@@ -190,6 +190,8 @@ type tokenAnswer struct {
 	expires time.Time
 }
 
+func (a tokenAnswer) expiry() time.Time { return a.expires }
+
 // maxTokenCache bounds the kept answers: past it, expired ones are
 // dropped first and then, if still full, every one.
 const maxTokenCache = 8192
@@ -300,15 +302,5 @@ func (c *tokenCache) put(key string, a tokenAnswer) {
 	a.expires = now.Add(c.ttl)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.answers) >= maxTokenCache {
-		for k, old := range c.answers {
-			if !now.Before(old.expires) {
-				delete(c.answers, k)
-			}
-		}
-		if len(c.answers) >= maxTokenCache {
-			clear(c.answers)
-		}
-	}
-	c.answers[key] = a
+	putBounded(c.answers, key, a, now, maxTokenCache)
 }

@@ -42,6 +42,25 @@ type sarAnswer struct {
 	expires  time.Time
 }
 
+func (a sarAnswer) expiry() time.Time { return a.expires }
+
+// putBounded keeps v under key in m, a cache bounded to max answers:
+// when it is full, the answers expired at now are dropped first and, if
+// it is still full, every answer.
+func putBounded[V interface{ expiry() time.Time }](m map[string]V, key string, v V, now time.Time, max int) {
+	if len(m) >= max {
+		for k, old := range m {
+			if !now.Before(old.expiry()) {
+				delete(m, k)
+			}
+		}
+		if len(m) >= max {
+			clear(m)
+		}
+	}
+	m[key] = v
+}
+
 // maxSARCache bounds the kept answers: past it, expired ones are dropped
 // first and then, if still full, every one.
 const maxSARCache = 8192
@@ -84,17 +103,7 @@ func (z *sarAuthorizer) Authorize(ctx context.Context, a authorizer.Attributes) 
 	}
 	if ttl > 0 {
 		z.mu.Lock()
-		if len(z.cache) >= maxSARCache {
-			for k, c := range z.cache {
-				if !now.Before(c.expires) {
-					delete(z.cache, k)
-				}
-			}
-			if len(z.cache) >= maxSARCache {
-				clear(z.cache)
-			}
-		}
-		z.cache[key] = sarAnswer{decision: decision, reason: got.Status.Reason, expires: now.Add(ttl)}
+		putBounded(z.cache, key, sarAnswer{decision: decision, reason: got.Status.Reason, expires: now.Add(ttl)}, now, maxSARCache)
 		z.mu.Unlock()
 	}
 	return decision, got.Status.Reason, nil

@@ -501,7 +501,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 			MirrorPod: func(static *v1.Pod) (*v1.Pod, bool) {
 				return mirror.MirrorFor(static, c.apiPods.MirrorPods())
 			},
-			GetPod: c.apiPods.Pod,
+			GetPod: c.apiPods.SharedPod,
 		})
 	}
 }

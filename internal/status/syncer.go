@@ -67,6 +67,7 @@ type SyncerOptions struct {
 	// from an informer cache. It is read before the first write of a pod,
 	// to merge with what the API already holds, and during the full
 	// reconcile. nil or false: the pod is read with a GET when needed.
+	// The pod may be shared with the cache: the Syncer only reads it.
 	GetPod func(namespace, name string) (*v1.Pod, bool)
 	// BatchPeriod overrides DefaultBatchPeriod when positive.
 	BatchPeriod time.Duration

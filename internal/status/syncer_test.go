@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -677,6 +678,29 @@ func TestSyncerReconcileRewritesOverwrittenStatus(t *testing.T) {
 	}
 	if got := e.apiPod(t, "default", "web").Status.Phase; got != v1.PodRunning {
 		t.Errorf("phase after reconcile = %q, want Running", got)
+	}
+}
+
+// TestSyncerReadsTheCachedPodOnly: the pod GetPod returns is the cache's
+// own object; writing and reconciling statuses never changes it, whatever
+// it holds (an older status, conditions, a deletion mark).
+func TestSyncerReadsTheCachedPodOnly(t *testing.T) {
+	pod := boundPod("default", "web", "uid-1")
+	shared := pod.DeepCopy()
+	shared.Status = v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue}}}
+	deleted := metav1.NewTime(t0)
+	shared.DeletionTimestamp = &deleted
+	snapshot := shared.DeepCopy()
+	e := newSyncerEnv(t, SyncerOptions{GetPod: func(ns, name string) (*v1.Pod, bool) { return shared, true }}, pod)
+	e.m.SetPodStatus(pod, runningStatus(t0))
+	if n := countVerb(e.round(t, false), "patch/status"); n != 1 {
+		t.Fatalf("patches = %d, want 1", n)
+	}
+	e.m.SetPodStatus(pod, terminatedStatus(v1.PodFailed, 1))
+	e.round(t, false)
+	e.round(t, true)
+	if !reflect.DeepEqual(shared, snapshot) {
+		t.Errorf("the cached pod changed:\n got %+v\nwant %+v", shared, snapshot)
 	}
 }
 

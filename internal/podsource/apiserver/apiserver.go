@@ -181,6 +181,17 @@ func (s *Source) MirrorPods() []*v1.Pod {
 // cache has no such pod bound to this node. It costs one lookup whatever
 // the number of pods.
 func (s *Source) Pod(namespace, name string) (*v1.Pod, bool) {
+	p, ok := s.SharedPod(namespace, name)
+	if !ok {
+		return nil, false
+	}
+	return p.DeepCopy(), true
+}
+
+// SharedPod is Pod without the copy: the pod is the informer cache's own
+// object, which the caller must not modify (the cache replaces it, never
+// changes it, so it stays consistent while the caller reads it).
+func (s *Source) SharedPod(namespace, name string) (*v1.Pod, bool) {
 	obj, ok, err := s.informer.GetStore().GetByKey(namespace + "/" + name)
 	if err != nil || !ok {
 		return nil, false
@@ -189,7 +200,7 @@ func (s *Source) Pod(namespace, name string) (*v1.Pod, bool) {
 	if !ok || p.Spec.NodeName != s.nodeName {
 		return nil, false
 	}
-	return p.DeepCopy(), true
+	return p, true
 }
 
 // Run lists and watches the node's pods and delivers the full set after the

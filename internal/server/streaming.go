@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,9 +13,9 @@ import (
 	"github.com/heartlet/heartlet/internal/errdefs"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/proxy"
-	translator "k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/klog/v2"
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 )
@@ -206,7 +207,7 @@ func (h *streamHandler) exec(w http.ResponseWriter, r *http.Request) {
 		writeStreamError(logger, w, r, "exec", err)
 		return
 	}
-	proxyRemoteCommand(klog.NewContext(r.Context(), logger), w, r, u, opts)
+	proxyRemoteCommand(klog.NewContext(r.Context(), logger), w, r, "exec", u, opts)
 }
 
 func (h *streamHandler) attach(w http.ResponseWriter, r *http.Request) {
@@ -223,7 +224,7 @@ func (h *streamHandler) attach(w http.ResponseWriter, r *http.Request) {
 		writeStreamError(logger, w, r, "attach", err)
 		return
 	}
-	proxyRemoteCommand(klog.NewContext(r.Context(), logger), w, r, u, opts)
+	proxyRemoteCommand(klog.NewContext(r.Context(), logger), w, r, "attach", u, opts)
 }
 
 func (h *streamHandler) portForward(w http.ResponseWriter, r *http.Request) {
@@ -247,14 +248,14 @@ func (h *streamHandler) portForward(w http.ResponseWriter, r *http.Request) {
 		writeStreamError(logger, w, r, "portForward", err)
 		return
 	}
-	var handler http.Handler = upgradeProxy(u)
+	ctx := klog.NewContext(r.Context(), logger)
 	if tunnel {
 		logger.V(4).Info("Tunneling WebSocket to the runtime's SPDY stream server", "url", u.Redacted())
-		handler = translator.NewTunnelingHandler(handler)
-	} else {
-		logger.V(4).Info("Proxying to the runtime's stream server", "url", u.Redacted())
+		tunnelPortForward(ctx, w, r, u)
+		return
 	}
-	handler.ServeHTTP(w, r.WithContext(klog.NewContext(r.Context(), logger)))
+	logger.V(4).Info("Proxying to the runtime's stream server", "url", u.Redacted())
+	upgradeProxy(u).ServeHTTP(w, r.WithContext(ctx))
 }
 
 func (h *streamHandler) run(w http.ResponseWriter, r *http.Request) {
@@ -287,38 +288,78 @@ func logStream(logger klog.Logger, r *http.Request, verb string, kv ...any) {
 }
 
 // writeStreamError answers a request that failed before any upgrade:
-// parse errors and ErrBadRequest 400, errdefs.ErrNotFound 404, others 500.
+// parse errors and ErrBadRequest 400, errdefs.ErrNotFound 404, the
+// runtime's stream server refusing to upgrade its status code (see
+// runtimeUpgradeError), others 500. Server errors are logged as errors.
 func writeStreamError(logger klog.Logger, w http.ResponseWriter, r *http.Request, verb string, err error) {
 	code := http.StatusInternalServerError
 	var perr *paramError
+	var uerr *runtimeUpgradeError
 	switch {
 	case errors.As(err, &perr), errors.Is(err, ErrBadRequest):
 		code = http.StatusBadRequest
 	case errors.Is(err, errdefs.ErrNotFound):
 		code = http.StatusNotFound
+	case errors.As(err, &uerr):
+		code = uerr.code()
 	}
-	if code == http.StatusInternalServerError {
+	if code >= http.StatusInternalServerError {
 		logger.Error(err, "Streaming request failed", "verb", verb)
 	} else {
 		logger.V(2).Info("Streaming request rejected", "verb", verb, "status", code, "err", err)
 	}
 	logger.V(4).Info("Failed streaming request", "verb", verb, "method", r.Method, "URI", r.RequestURI)
+	if wsstream.IsWebSocketRequest(r) {
+		writeStatusError(logger, w, code, err)
+		return
+	}
 	http.Error(w, err.Error(), code)
+}
+
+// writeStatusError answers a failed WebSocket handshake with err as a
+// JSON Status, as client-go's WebSocket clients read the body of a failed
+// handshake (plain text that parses as YAML, such as "a: b", would reach
+// them as an empty Status).
+func writeStatusError(logger klog.Logger, w http.ResponseWriter, code int, err error) {
+	status := metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure,
+		Message:  err.Error(),
+		Code:     int32(code),
+	}
+	switch code {
+	case http.StatusBadRequest:
+		status.Reason = metav1.StatusReasonBadRequest
+	case http.StatusNotFound:
+		status.Reason = metav1.StatusReasonNotFound
+	case http.StatusInternalServerError:
+		status.Reason = metav1.StatusReasonInternalError
+	}
+	body, merr := json.Marshal(status)
+	if merr != nil {
+		http.Error(w, err.Error(), code)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	if _, werr := w.Write(body); werr != nil {
+		logger.V(4).Info("Failed to write the error", "err", werr)
+	}
 }
 
 // proxyRemoteCommand proxies an exec or attach session to the runtime's
 // stream server at u. A WebSocket client of the v5 protocol
-// (v5.channel.k8s.io) is translated to SPDY, which every CRI stream
-// server speaks; SPDY and older WebSocket protocols pass through as they
-// are.
-func proxyRemoteCommand(ctx context.Context, w http.ResponseWriter, r *http.Request, u *url.URL, o StreamOptions) {
+// (v5.channel.k8s.io) is served here and its session run as a SPDY
+// client of the runtime (translateRemoteCommand), as every CRI stream
+// server speaks SPDY; SPDY and older WebSocket protocols pass through as
+// they are.
+func proxyRemoteCommand(ctx context.Context, w http.ResponseWriter, r *http.Request, verb string, u *url.URL, o StreamOptions) {
 	logger := klog.FromContext(ctx)
 	r = r.WithContext(ctx)
 	if wsstream.IsWebSocketRequestWithStreamCloseProtocol(r) {
 		logger.V(4).Info("Translating WebSocket to the runtime's SPDY stream server", "url", u.Redacted())
-		translator.NewStreamTranslatorHandler(u, nil, 0, translator.Options{
-			Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Tty: o.TTY,
-		}).ServeHTTP(w, r)
+		translateRemoteCommand(ctx, w, r, verb, u, o)
 		return
 	}
 	logger.V(4).Info("Proxying to the runtime's stream server", "url", u.Redacted())

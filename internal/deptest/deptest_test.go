@@ -205,16 +205,6 @@ var heavyInBinary = map[string]string{
 	"k8s.io/client-go/util/certificate/": "imports the clientset",
 }
 
-// heavyBridges are the packages still allowed to bring a heavyInBinary
-// package into the binary, with the reason; the check does not look
-// through them, and fails once one no longer needs the exception.
-var heavyBridges = map[string]string{
-	// The websocket-to-SPDY translation of exec, attach and port-forward;
-	// the package's endpoint-slice resolver, which heartlet does not use,
-	// imports the generated informers.
-	"k8s.io/apiserver/pkg/util/proxy": "kubectl exec/attach/port-forward over websockets",
-}
-
 // isHeavy reports the reason p must not be linked, if it must not.
 func isHeavy(p string) (string, bool) {
 	for heavy, reason := range heavyInBinary {
@@ -226,8 +216,7 @@ func isHeavy(p string) (string, bool) {
 }
 
 // TestBinaryDependencies checks that cmd/heartlet links none of
-// heavyInBinary except through heavyBridges, naming the chain that brings
-// one in.
+// heavyInBinary, naming the chain that brings one in.
 func TestBinaryDependencies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list over the binary's dependencies")
@@ -248,16 +237,13 @@ func TestBinaryDependencies(t *testing.T) {
 	if len(imports) < 100 {
 		t.Fatalf("go list reported %d packages for cmd/heartlet; the check would see nothing", len(imports))
 	}
-	// Breadth-first from the command, not through the bridges, remembering
-	// who first imported each package.
+	// Breadth-first from the command, remembering who first imported each
+	// package.
 	importer := map[string]string{root: ""}
 	queue := []string{root}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		if _, bridge := heavyBridges[p]; bridge {
-			continue
-		}
 		for _, q := range imports[p] {
 			if _, seen := importer[q]; !seen {
 				importer[q] = p
@@ -274,36 +260,6 @@ func TestBinaryDependencies(t *testing.T) {
 			t.Errorf("cmd/heartlet links %s (%s): %s", p, reason, strings.Join(chain, " <- "))
 		}
 	}
-	for bridge := range heavyBridges {
-		if _, linked := importer[bridge]; !linked {
-			t.Errorf("%s is no longer linked; remove it from heavyBridges", bridge)
-			continue
-		}
-		if !reaches(imports, bridge) {
-			t.Errorf("%s no longer brings in a package of heavyInBinary; remove it from heavyBridges", bridge)
-		}
-	}
-}
-
-// reaches reports whether a package of heavyInBinary is among from's
-// dependencies.
-func reaches(imports map[string][]string, from string) bool {
-	seen := map[string]bool{from: true}
-	stack := []string{from}
-	for len(stack) > 0 {
-		p := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if _, heavy := isHeavy(p); heavy {
-			return true
-		}
-		for _, q := range imports[p] {
-			if !seen[q] {
-				seen[q] = true
-				stack = append(stack, q)
-			}
-		}
-	}
-	return false
 }
 
 func TestViolations(t *testing.T) {

@@ -12,7 +12,5 @@
 //     their reason in the test);
 //   - heartlet's binary does not link client-go's clientset, its typed
 //     clients, informers or anything else that registers every API group
-//     in one scheme: internal/kubeapi holds the groups heartlet calls (a
-//     package still allowed to bring one in is listed with its reason,
-//     and the test fails once it no longer needs the exception).
+//     in one scheme: internal/kubeapi holds the groups heartlet calls.
 package deptest

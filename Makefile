@@ -9,12 +9,17 @@
 #
 # VERSION defaults to the git tag of HEAD (v*), else v0.0.0-dev; set it for a
 # release: make release VERSION=v0.1.0. The build date is now, or
-# SOURCE_DATE_EPOCH when set (reproducible builds). CGO is left as the Go
-# toolchain defaults it (on when a C compiler is found), as for go build.
+# SOURCE_DATE_EPOCH when set (reproducible builds). Both build a static
+# binary (CGO_ENABLED=0): nothing in heartlet needs C, and a binary that does
+# not map the C library and its loader keeps fewer pages resident. Set
+# CGO_ENABLED=1 to link glibc (then the C resolver and NSS user lookups are
+# used instead of Go's own).
 
 GO ?= go
 GOOS ?= $(shell $(GO) env GOOS)
 GOARCH ?= $(shell $(GO) env GOARCH)
+CGO_ENABLED ?= 0
+export CGO_ENABLED
 
 VERSION ?= $(shell git describe --tags --match 'v*' --exact-match 2>/dev/null || echo v0.0.0-dev)
 GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null)

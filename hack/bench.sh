@@ -31,13 +31,13 @@ trap cleanup EXIT
 build_kube_binaries || die "cannot build the upstream binaries"
 hack/env.sh start || die "cannot start the test environment"
 hack/kube.sh start || die "cannot start the control plane"
-go build -o bin/heartlet ./cmd/heartlet || die "cannot build heartlet"
+CGO_ENABLED=0 go build -o bin/heartlet ./cmd/heartlet || die "cannot build heartlet"
 go build -o bin/bench ./bench || die "cannot build the benchmark"
 base=()
 if [[ -n ${HEARTLET_BENCH_BASE:-} ]]; then
 	src=$(mktemp -d /tmp/heartlet-bench-base.XXXXXX)
 	git archive "$HEARTLET_BENCH_BASE" | tar -x -C "$src" || die "cannot export $HEARTLET_BENCH_BASE"
-	(cd "$src" && go build -o "$HEARTLET_REPO/bin/heartlet-base" ./cmd/heartlet) || die "cannot build heartlet at $HEARTLET_BENCH_BASE"
+	(cd "$src" && CGO_ENABLED=0 go build -o "$HEARTLET_REPO/bin/heartlet-base" ./cmd/heartlet) || die "cannot build heartlet at $HEARTLET_BENCH_BASE"
 	rm -rf "$src"
 	base=(-heartlet-base bin/heartlet-base)
 fi

@@ -11,7 +11,7 @@ need_root
 cd "$HEARTLET_REPO"
 hack/setup.sh run
 hack/env.sh start
-go build -o bin/heartlet ./cmd/heartlet
+CGO_ENABLED=0 go build -o bin/heartlet ./cmd/heartlet
 
 root_dir=$HEARTLET_ENV_LIB/heartlet
 mkdir -p "$root_dir"

@@ -152,7 +152,7 @@ kube_start() {
 }
 
 if stage env-start env_start &&
-	stage build go build -o bin/heartlet ./cmd/heartlet &&
+	stage build env CGO_ENABLED=0 go build -o bin/heartlet ./cmd/heartlet &&
 	stage build-csi build_csi_binaries; then
 	# Without a control plane the cluster tests skip; the failed stage is
 	# reported either way.

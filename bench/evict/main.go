@@ -18,7 +18,7 @@
 // It prints each run and the p50 and max per signal, and asserts nothing.
 //
 //	sudo hack/env.sh start && sudo hack/kube.sh start && . /run/heartlet-kube/env
-//	go build -o bin/heartlet ./cmd/heartlet
+//	CGO_ENABLED=0 go build -o bin/heartlet ./cmd/heartlet
 //	sudo -E go run ./bench/evict -heartlet bin/heartlet -runs 5
 package main
 

@@ -15,10 +15,10 @@ import (
 	"os"
 	"time"
 
-	"go.opentelemetry.io/otel/trace/noop"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	cri "k8s.io/cri-client/pkg"
+
+	"github.com/heartlet/heartlet/internal/criclient"
 )
 
 func main() {
@@ -42,11 +42,7 @@ func main() {
 }
 
 func run(ctx context.Context, endpoint string, timeout time.Duration, cmd string) error {
-	rs, err := cri.NewRemoteRuntimeServiceBuilder().
-		WithEndpoint(endpoint).
-		WithConnectionTimeout(timeout).
-		WithTracerProvider(noop.NewTracerProvider()).
-		Build(ctx)
+	rs, err := criclient.NewRuntimeService(ctx, endpoint, timeout)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", endpoint, err)
 	}

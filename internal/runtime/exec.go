@@ -7,8 +7,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	cri "k8s.io/cri-client/pkg"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/heartlet/heartlet/internal/criclient"
 )
 
 const opExecSync = "exec_sync"
@@ -38,7 +39,7 @@ func (r *Runtime) ExecSync(ctx context.Context, containerID string, cmd []string
 	case errors.As(err, &exitErr):
 		res.ExitCode = exitErr.ExitStatus()
 		return res, nil
-	case errors.Is(err, cri.ErrCommandTimedOut) || status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, criclient.ErrCommandTimedOut) || status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
 		return res, wrap(errors.Join(ErrExecTimeout, err), "exec in container %s (timeout %s)", containerID, timeout)
 	}
 	return res, wrap(err, "exec in container %s", containerID)

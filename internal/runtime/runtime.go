@@ -10,15 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	cri "k8s.io/cri-client/pkg"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/criclient"
 	"github.com/heartlet/heartlet/internal/errdefs"
 	"github.com/heartlet/heartlet/internal/metrics"
 )
@@ -77,20 +76,11 @@ func New(ctx context.Context, endpoint string, connTimeout time.Duration, opts .
 			return nil, err
 		}
 	}
-	tp := noop.NewTracerProvider()
-	rs, err := cri.NewRemoteRuntimeServiceBuilder().
-		WithEndpoint(endpoint).
-		WithConnectionTimeout(connTimeout).
-		WithTracerProvider(tp).
-		Build(ctx)
+	rs, err := criclient.NewRuntimeService(ctx, endpoint, connTimeout)
 	if err != nil {
 		return nil, connectError(runtimeEndpointName, endpoint, connTimeout, err)
 	}
-	is, err := cri.NewRemoteImageServiceBuilder().
-		WithEndpoint(imageEndpoint).
-		WithConnectionTimeout(connTimeout).
-		WithTracerProvider(tp).
-		Build(ctx)
+	is, err := criclient.NewImageService(ctx, imageEndpoint, connTimeout)
 	if err != nil {
 		_ = rs.Close(ctx)
 		return nil, connectError(imageEndpointName, imageEndpoint, connTimeout, err)

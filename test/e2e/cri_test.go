@@ -11,8 +11,9 @@ import (
 
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	criclient "k8s.io/cri-client/pkg"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/heartlet/heartlet/internal/criclient"
 )
 
 // Labels heartlet puts on sandboxes and containers (the io.kubernetes.*
@@ -40,11 +41,7 @@ func newCRIAt(t *testing.T, endpoint string) *cri {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rs, err := criclient.NewRemoteRuntimeServiceBuilder().
-		WithEndpoint(endpoint).
-		WithConnectionTimeout(30 * time.Second).
-		WithTracerProvider(nil).
-		Build(ctx)
+	rs, err := criclient.NewRuntimeService(ctx, endpoint, 30*time.Second)
 	if err != nil {
 		t.Fatalf("connect to CRI endpoint %s: %v", endpoint, err)
 	}

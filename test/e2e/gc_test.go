@@ -18,7 +18,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	criclient "k8s.io/cri-client/pkg"
+
+	"github.com/heartlet/heartlet/internal/criclient"
 )
 
 // smallContainerd is a containerd of its own whose root (and so image
@@ -166,12 +167,10 @@ func (c *smallContainerd) launch(t *testing.T, binary, config string, env []stri
 		_, err := os.Stat(c.sock)
 		return err == nil, fmt.Sprint(err)
 	})
-	if c.rs, err = criclient.NewRemoteRuntimeServiceBuilder().WithEndpoint(c.endpoint).WithConnectionTimeout(30 * time.Second).
-		WithTracerProvider(nil).Build(ctx); err != nil {
+	if c.rs, err = criclient.NewRuntimeService(ctx, c.endpoint, 30*time.Second); err != nil {
 		t.Fatalf("connect to %s: %v", c.endpoint, err)
 	}
-	if c.is, err = criclient.NewRemoteImageServiceBuilder().WithEndpoint(c.endpoint).WithConnectionTimeout(30 * time.Second).
-		WithTracerProvider(nil).Build(ctx); err != nil {
+	if c.is, err = criclient.NewImageService(ctx, c.endpoint, 30*time.Second); err != nil {
 		t.Fatalf("connect to %s: %v", c.endpoint, err)
 	}
 }

@@ -14,7 +14,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	criclient "k8s.io/cri-client/pkg"
+
+	"github.com/heartlet/heartlet/internal/criclient"
 )
 
 // With serializeImagePulls off, maxParallelImagePulls set, no registry
@@ -84,11 +85,7 @@ func TestClusterNodeStatusMaxImages(t *testing.T) {
 
 	ctx, cancel := ctx30()
 	defer cancel()
-	is, err := criclient.NewRemoteImageServiceBuilder().
-		WithEndpoint(criEndpoint).
-		WithConnectionTimeout(30 * time.Second).
-		WithTracerProvider(nil).
-		Build(ctx)
+	is, err := criclient.NewImageService(ctx, criEndpoint, 30*time.Second)
 	if err != nil {
 		t.Fatalf("connect to CRI image service %s: %v", criEndpoint, err)
 	}

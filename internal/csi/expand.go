@@ -15,8 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/klog/v2"
+
+	"github.com/heartlet/heartlet/internal/mergepatch"
 )
 
 // Upstream's event reasons of the node's part of a volume expansion.
@@ -266,7 +267,7 @@ func (p *Publisher) patchClaimStatus(ctx context.Context, old, new *v1.Persisten
 	if err != nil {
 		return nil, fmt.Errorf("encode claim %s/%s: %w", old.Namespace, old.Name, err)
 	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(oldData, newData, old)
+	patch, err := mergepatch.CreateTwoWayMergePatch(oldData, newData, old)
 	if err != nil {
 		return nil, fmt.Errorf("patch of claim %s/%s: %w", old.Namespace, old.Name, err)
 	}

@@ -16,10 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/heartlet/heartlet/internal/mergepatch"
 	heartletversion "github.com/heartlet/heartlet/internal/version"
 )
 
@@ -149,7 +149,7 @@ func statusPatch(orig, node *v1.Node) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding node: %w", err)
 	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(oldData, newData, v1.Node{})
+	patch, err := mergepatch.CreateTwoWayMergePatch(oldData, newData, v1.Node{})
 	if err != nil {
 		return nil, fmt.Errorf("computing status patch: %w", err)
 	}

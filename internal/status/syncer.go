@@ -14,13 +14,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/kubeapi"
+	"github.com/heartlet/heartlet/internal/mergepatch"
 	"github.com/heartlet/heartlet/internal/metrics"
 	"github.com/heartlet/heartlet/internal/podconfig"
 	"github.com/heartlet/heartlet/internal/podspec"
@@ -644,7 +644,7 @@ func statusPatch(uid types.UID, old, cur *v1.PodStatus) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode new status of pod %s: %w", uid, err)
 	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, newJSON, v1.Pod{})
+	patch, err := mergepatch.CreateTwoWayMergePatch(oldJSON, newJSON, v1.Pod{})
 	if err != nil {
 		return nil, fmt.Errorf("create status patch of pod %s: %w", uid, err)
 	}

@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -150,8 +149,8 @@ type components struct {
 	journal     *journal.Journal
 	nodePage    *nodepage.Page
 	syncLoop    *healthz.SyncLoop
-	recorder    record.EventRecorder // nil in standalone mode
-	events      *nodepage.EventLog   // what recorder recorded; nil in standalone mode
+	recorder    kubeclient.EventRecorder // nil in standalone mode
+	events      *nodepage.EventLog       // what recorder recorded; nil in standalone mode
 	allocatable func() v1.ResourceList
 	summary     server.SummaryProvider
 	syncer      *podsync.Syncer
@@ -561,7 +560,7 @@ func (a *Agent) buildLifecycle(c *components) error {
 }
 
 // nodeOptions are the Node's and the Lease's settings.
-func (a *Agent) nodeOptions(cl *kubeclient.Client, nodeIPs []string, rec record.EventRecorder) nodestatus.Options {
+func (a *Agent) nodeOptions(cl *kubeclient.Client, nodeIPs []string, rec kubeclient.EventRecorder) nodestatus.Options {
 	cfg := a.opts.Config
 	return nodestatus.Options{
 		NodeName:          a.opts.NodeName,

@@ -21,8 +21,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
@@ -98,11 +98,16 @@ type PublisherOptions struct {
 	// (requiresRepublish); default the real clock.
 	Clock clock.WithTicker
 	// Events records the events of volume expansion (expand.go); nil: none.
-	Events record.EventRecorder
+	Events EventRecorder
 	// RepublishInterval is the least time between two publications of a
 	// volume whose driver requires republishing (see republish.go).
 	// Default DefaultRepublishInterval.
 	RepublishInterval time.Duration
+}
+
+// EventRecorder records events about an object; it must not block.
+type EventRecorder interface {
+	Event(object runtime.Object, eventtype, reason, message string)
 }
 
 // Publisher stages and publishes CSI volumes for pods; it is the

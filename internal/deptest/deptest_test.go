@@ -198,11 +198,15 @@ func TestImportGraph(t *testing.T) {
 // heavyInBinary are packages heartlet's binary must not link, with the
 // reason; a prefix ending in "/" covers the packages below it.
 var heavyInBinary = map[string]string{
-	"k8s.io/client-go/kubernetes":        "client-go's clientset registers every API group's types in one scheme (with their apply configurations and discovery, about a quarter of the binary and of its resident memory); internal/kubeapi holds the groups heartlet calls",
-	"k8s.io/client-go/kubernetes/":       "any typed client imports the all-groups scheme",
-	"k8s.io/client-go/informers/":        "the generated informers import the clientset",
-	"k8s.io/client-go/tools/events":      "imports the all-groups scheme",
-	"k8s.io/client-go/util/certificate/": "imports the clientset",
+	"k8s.io/client-go/kubernetes":                 "client-go's clientset registers every API group's types in one scheme (with their apply configurations and discovery, about a quarter of the binary and of its resident memory); internal/kubeapi holds the groups heartlet calls",
+	"k8s.io/client-go/kubernetes/":                "any typed client imports the all-groups scheme",
+	"k8s.io/client-go/informers/":                 "the generated informers import the clientset",
+	"k8s.io/client-go/tools/events":               "imports the all-groups scheme",
+	"k8s.io/client-go/util/certificate/":          "imports the clientset",
+	"k8s.io/client-go/tools/record":               "its event correlator builds a strategic merge patch; internal/kubeclient records heartlet's events itself",
+	"k8s.io/apimachinery/pkg/util/strategicpatch": "links kube-openapi's models and gnostic's protobuf descriptors (about 36 packages of resident memory); internal/mergepatch and kubeclient's recorder build heartlet's patches by hand",
+	"k8s.io/cri-client/":                          "instruments its gRPC connection with OpenTelemetry (otelgrpc, the otel API, semantic conventions); internal/criclient is heartlet's CRI client",
+	"go.opentelemetry.io/contrib/":                "tracing instrumentation heartlet does not use",
 }
 
 // isHeavy reports the reason p must not be linked, if it must not.

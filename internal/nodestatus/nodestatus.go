@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -68,6 +67,11 @@ type Pressure interface {
 	MemoryPressure() bool
 	DiskPressure() bool
 	PIDPressure() bool
+}
+
+// EventRecorder records events about an object; it must not block.
+type EventRecorder interface {
+	Event(object runtime.Object, eventtype, reason, message string)
 }
 
 // Options configures the node status.
@@ -126,7 +130,7 @@ type Options struct {
 	Heartbeat KubeClient
 	// Recorder records node events (NodeReady, NodeNotReady, pressure
 	// transitions, Starting, Rebooted); nil records none.
-	Recorder record.EventRecorder
+	Recorder EventRecorder
 	// Pressure reports resource pressure; nil means none.
 	Pressure Pressure
 	// OnRepeatedFailure is called when a status update or Lease renewal

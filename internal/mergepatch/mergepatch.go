@@ -94,7 +94,7 @@ func decodeObject(data []byte) (object, error) {
 		return m, nil
 	}
 	if err := kjson.Unmarshal(data, &m); err != nil {
-		return nil, ErrBadJSONDoc
+		return nil, fmt.Errorf("%w: %w", ErrBadJSONDoc, err)
 	}
 	return m, nil
 }

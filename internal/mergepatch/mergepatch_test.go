@@ -2,6 +2,7 @@ package mergepatch
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -501,6 +502,21 @@ func TestRawDocuments(t *testing.T) {
 			}
 			comparePatch(t, []byte(c.old), []byte(c.new), v1.Pod{})
 		})
+	}
+}
+
+// TestBadDocument: a document that is no JSON object is ErrBadJSONDoc,
+// with the decoder's reason kept.
+func TestBadDocument(t *testing.T) {
+	for _, doc := range []string{`{`, `[]`, `"a"`} {
+		_, err := CreateTwoWayMergePatch([]byte(doc), []byte(`{}`), v1.Pod{})
+		if !errors.Is(err, ErrBadJSONDoc) {
+			t.Errorf("%s: error %v, want ErrBadJSONDoc", doc, err)
+			continue
+		}
+		if err.Error() == ErrBadJSONDoc.Error() {
+			t.Errorf("%s: error %q does not say why", doc, err)
+		}
 	}
 }
 

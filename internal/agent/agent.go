@@ -502,6 +502,9 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 			},
 			GetPod: c.apiPods.SharedPod,
 		})
+		// Another writer's change to a pod status (the node lifecycle
+		// controller's "not ready" after an outage) is undone at once.
+		c.apiPods.OnUpdate(c.statusSync.Recheck)
 	}
 }
 

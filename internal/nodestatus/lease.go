@@ -53,6 +53,7 @@ func (m *Manager) ensureLeaseWithBackoff(ctx context.Context) (lease *coordinati
 		if err == nil {
 			return lease, created, true
 		}
+		m.cacheStale.Store(true)
 		delay = min(2*delay, leaseBackoffMax)
 		klog.FromContext(ctx).Error(err, "Unable to ensure the node lease exists, will retry", "node", m.opts.NodeName, "interval", delay)
 		if !m.sleep(ctx, delay) {
@@ -88,8 +89,14 @@ func (m *Manager) updateLease(ctx context.Context, base *coordinationv1.Lease) e
 		lease, err = m.heartbeat.CoordinationV1().Leases(LeaseNamespace).Update(ctx, m.newLease(ctx, base), metav1.UpdateOptions{})
 		if err == nil {
 			m.lease = lease
+			if m.cacheStale.Load() {
+				// The API server answers again after a failure: the
+				// status goes out now, not at the next update period.
+				m.Trigger()
+			}
 			return nil
 		}
+		m.cacheStale.Store(true)
 		err = fmt.Errorf("updating lease %s/%s: %w", LeaseNamespace, m.opts.NodeName, err)
 		logger.Error(err, "Unable to renew node lease", "node", m.opts.NodeName, "attempt", i+1)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -160,6 +161,12 @@ type Manager struct {
 
 	informer cache.SharedIndexInformer
 	trigger  chan struct{}
+	// cacheStale means a call to the API server failed since the watch
+	// last delivered the Node: the watch may be down too, waiting out its
+	// backoff, and its copy older than what the API holds (the node
+	// lifecycle controller marks a node it lost Unknown). The status is
+	// then computed from a fresh read until the watch delivers again.
+	cacheStale atomic.Bool
 
 	mu          sync.Mutex
 	last        *v1.Node // the last Node the API returned to us
@@ -271,7 +278,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	logger.Info("Starting node status", "node", m.opts.NodeName, "updateFrequency", m.opts.UpdateFrequency,
 		"reportFrequency", m.opts.ReportFrequency, "leaseDurationSeconds", m.opts.LeaseDuration)
 	if _, err := m.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(any) { m.Trigger() },
+		AddFunc:    func(any) { m.watched() },
+		UpdateFunc: func(_, _ any) { m.watched() },
+		DeleteFunc: func(any) { m.watched(); m.Trigger() },
 	}); err != nil {
 		return err
 	}
@@ -284,6 +293,12 @@ func (m *Manager) Run(ctx context.Context) error {
 	err := g.Wait()
 	logger.Info("Node status stopped", "node", m.opts.NodeName)
 	return err
+}
+
+// watched is called for every event of the Node's watch: its copy is as
+// current as the watch.
+func (m *Manager) watched() {
+	m.cacheStale.Store(false)
 }
 
 // Trigger asks for a status update now instead of at the next period,

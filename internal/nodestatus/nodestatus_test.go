@@ -429,6 +429,92 @@ func TestPatchOnlyOnChangeOrReportFrequency(t *testing.T) {
 	}
 }
 
+// TestStatusAfterOutageReadsTheAPI: while the API server is unreachable
+// the watch is down too, so its copy of the Node misses what others wrote
+// meanwhile (the node lifecycle controller marks the node Unknown). The
+// first status sync after the outage reads the Node from the API and
+// reports Ready again; once the watch delivers, its copy is used again.
+func TestStatusAfterOutageReadsTheAPI(t *testing.T) {
+	f := newFixture(t, defaultOptions())
+	ctx := context.Background()
+	if err := f.m.syncStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	watch := func() {
+		if err := f.m.informer.GetStore().Add(f.node(t)); err != nil {
+			t.Fatal(err)
+		}
+		f.m.watched()
+	}
+	watch()
+	gets := func() int { return f.count("get", "nodes", "") }
+
+	before := gets()
+	f.clk.Step(10 * time.Second)
+	if err := f.m.syncStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := gets() - before; n != 0 {
+		t.Errorf("with the watch current, the Node was read %d times, want 0", n)
+	}
+
+	down := true
+	f.kube.PrependReactor("*", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if down {
+			return true, nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+		}
+		return false, nil, nil
+	})
+	// The status is unchanged, so only the Lease renewals call the API
+	// during the outage, and fail.
+	f.clk.Step(10 * time.Second)
+	if err := f.m.syncStatus(ctx); err != nil {
+		t.Fatalf("syncStatus of an unchanged status called the API: %v", err)
+	}
+	if err := f.m.updateLease(ctx, nil); err == nil {
+		t.Fatal("Lease renewal during the outage succeeded")
+	}
+	down = false
+	// The node lifecycle controller, back first, marks the node Unknown;
+	// the watch has not delivered it.
+	lost := f.node(t)
+	for i := range lost.Status.Conditions {
+		if lost.Status.Conditions[i].Type == v1.NodeReady {
+			lost.Status.Conditions[i].Status = v1.ConditionUnknown
+			lost.Status.Conditions[i].Reason = "NodeStatusUnknown"
+		}
+	}
+	if _, err := f.kube.CoreV1().Nodes().UpdateStatus(ctx, lost, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first renewal that succeeds asks for the status at once.
+	if err := f.m.updateLease(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.m.trigger:
+	default:
+		t.Error("the Lease renewal after the outage did not trigger a status update")
+	}
+	if err := f.m.syncStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := condition(f.node(t), v1.NodeReady); r.Status != v1.ConditionTrue {
+		t.Errorf("Ready after the outage = %s (%s), want True", r.Status, r.Reason)
+	}
+
+	watch()
+	before = gets()
+	f.clk.Step(10 * time.Second)
+	if err := f.m.syncStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := gets() - before; n != 0 {
+		t.Errorf("once the watch delivered again, the Node was read %d times, want 0", n)
+	}
+}
+
 func TestStatusPatchIsStrategicOnStatus(t *testing.T) {
 	f := newFixture(t, defaultOptions())
 	ctx := context.Background()

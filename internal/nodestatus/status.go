@@ -59,6 +59,7 @@ func (m *Manager) syncStatus(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
+		m.cacheStale.Store(true)
 		if apierrors.IsNotFound(err) {
 			m.registered = false
 			if !m.opts.RegisterNode {
@@ -78,11 +79,12 @@ func (m *Manager) syncStatus(ctx context.Context) error {
 }
 
 // tryUpdateStatus computes the status from the current Node (the watch's
-// copy on the first try, a fresh GET on retries) and patches it when it
+// copy on the first try, a fresh GET on retries and while the watch's copy
+// may be stale) and patches it when it
 // changed meaningfully or ReportFrequency passed since the last report.
 func (m *Manager) tryUpdateStatus(ctx context.Context, try int) error {
 	var orig *v1.Node
-	if try == 0 {
+	if try == 0 && !m.cacheStale.Load() {
 		orig = m.cachedNode()
 	}
 	if orig == nil {

@@ -101,6 +101,14 @@ type Syncer struct {
 	records map[types.UID]*record
 	// trigger requests a round outside of Manager changes.
 	trigger chan struct{}
+
+	// apiMu guards written and recheck, which Recheck (called from the
+	// pod informer) and the rounds share. written is the resourceVersion
+	// of the last object each status write returned, by API UID; recheck
+	// holds the API UIDs whose object changed otherwise since.
+	apiMu   sync.Mutex
+	written map[types.UID]string
+	recheck map[types.UID]struct{}
 	// afterRound, if set, is called at the end of every round (tests).
 	afterRound func()
 }
@@ -143,6 +151,8 @@ func NewSyncer(kube KubeClient, m *Manager, clk clock.WithTicker, opts SyncerOpt
 		resync:  DefaultResyncPeriod,
 		records: map[types.UID]*record{},
 		trigger: make(chan struct{}, 1),
+		written: map[types.UID]string{},
+		recheck: map[types.UID]struct{}{},
 	}
 	if opts.BatchPeriod > 0 {
 		s.batch = opts.BatchPeriod
@@ -161,6 +171,38 @@ func (s *Syncer) Trigger() {
 	case s.trigger <- struct{}{}:
 	default:
 	}
+}
+
+// Recheck tells the Syncer that the API's pod changed, as the pod
+// informer saw it. Unless the change is the Syncer's own last write (the
+// same resourceVersion), the next round compares the pod's status in the
+// API with the last one written and sends it again if another writer
+// changed it: the node lifecycle controller marks every pod of a node it
+// thinks lost not ready, and the pods' real readiness must return as soon
+// as the API server is reachable, not at the next full reconcile. pod may
+// be the informer's own object: it is only read, and not kept. Recheck
+// never blocks.
+func (s *Syncer) Recheck(pod *v1.Pod) {
+	s.apiMu.Lock()
+	if rv := pod.ResourceVersion; rv != "" && s.written[pod.UID] == rv {
+		s.apiMu.Unlock()
+		return
+	}
+	s.recheck[pod.UID] = struct{}{}
+	s.apiMu.Unlock()
+	s.Trigger()
+}
+
+// takeRecheck returns the API UIDs Recheck named since the last call.
+func (s *Syncer) takeRecheck() map[types.UID]struct{} {
+	s.apiMu.Lock()
+	defer s.apiMu.Unlock()
+	if len(s.recheck) == 0 {
+		return nil
+	}
+	r := s.recheck
+	s.recheck = map[types.UID]struct{}{}
+	return r
 }
 
 // Run writes statuses until ctx is done: one round right away; after the
@@ -267,11 +309,19 @@ func (s *Syncer) syncRound(ctx context.Context, full bool) time.Time {
 		st          v1.PodStatus
 		version     uint64
 		rec         *record
+		full        bool
 	}
 	var jobs []job
+	recheck := s.takeRecheck()
 	for _, ref := range s.m.refs() {
 		seen[ref.uid] = true
-		if !full && !s.mayHaveWork(ref) {
+		// A pod the API changed is reconciled like in a full round; its
+		// record names the API object (a static pod's is its mirror pod).
+		_, changed := recheck[ref.uid]
+		if rec := s.records[ref.uid]; rec != nil {
+			_, changed = recheck[rec.target]
+		}
+		if !full && !changed && !s.mayHaveWork(ref) {
 			continue
 		}
 		pod, st, version, ok := s.m.podWithStatus(ref.uid)
@@ -282,7 +332,7 @@ func (s *Syncer) syncRound(ctx context.Context, full bool) time.Time {
 		if rec == nil {
 			continue
 		}
-		jobs = append(jobs, job{pod: pod, target: target, st: st, version: version, rec: rec})
+		jobs = append(jobs, job{pod: pod, target: target, st: st, version: version, rec: rec, full: full || changed})
 	}
 	var (
 		wg        sync.WaitGroup
@@ -300,7 +350,7 @@ func (s *Syncer) syncRound(ctx context.Context, full bool) time.Time {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			if s.syncPod(ctx, j.pod, j.target, j.st, j.version, j.rec, full) {
+			if s.syncPod(ctx, j.pod, j.target, j.st, j.version, j.rec, j.full) {
 				answered.Store(true)
 			}
 		}()
@@ -313,6 +363,9 @@ func (s *Syncer) syncRound(ctx context.Context, full bool) time.Time {
 	for uid, rec := range s.records {
 		if !seen[uid] || rec.drop {
 			delete(s.records, uid)
+			s.apiMu.Lock()
+			delete(s.written, rec.target)
+			s.apiMu.Unlock()
 			continue
 		}
 		if rec.failures > 0 && (retry.IsZero() || rec.retryAt.Before(retry)) {
@@ -368,6 +421,11 @@ func (s *Syncer) recordFor(ctx context.Context, pod *v1.Pod) (*v1.Pod, *record) 
 	}
 	rec := s.records[pod.UID]
 	if rec == nil || rec.target != target.UID {
+		if rec != nil {
+			s.apiMu.Lock()
+			delete(s.written, rec.target)
+			s.apiMu.Unlock()
+		}
 		rec = &record{target: target.UID}
 		s.records[pod.UID] = rec
 	}
@@ -442,6 +500,9 @@ func (s *Syncer) syncPod(ctx context.Context, pod, target *v1.Pod, st v1.PodStat
 		}
 		if res != nil && res.UID == target.UID {
 			rec.api = res.Status.DeepCopy()
+			s.apiMu.Lock()
+			s.written[target.UID] = res.ResourceVersion
+			s.apiMu.Unlock()
 		} else {
 			rec.api = &merged
 		}

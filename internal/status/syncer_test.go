@@ -681,6 +681,113 @@ func TestSyncerReconcileRewritesOverwrittenStatus(t *testing.T) {
 	}
 }
 
+// TestSyncerRecheck: a pod the informer reports changed by another
+// writer is reconciled in the next ordinary round; the Syncer's own
+// writes coming back through the informer cost no round.
+func TestSyncerRecheck(t *testing.T) {
+	tests := []struct {
+		name string
+		// change makes the API's pod differ from the last write as some
+		// other writer would; it returns the pod the informer reports.
+		change     func(t *testing.T, e *syncerEnv) *v1.Pod
+		wantPatch  bool
+		wantQueued bool
+	}{
+		{
+			name: "node controller marks the pod not ready",
+			change: func(t *testing.T, e *syncerEnv) *v1.Pod {
+				p := e.apiPod(t, "default", "web")
+				for i := range p.Status.Conditions {
+					if p.Status.Conditions[i].Type == v1.PodReady {
+						p.Status.Conditions[i].Status = v1.ConditionFalse
+						p.Status.Conditions[i].Reason = "NodeNotReady"
+					}
+				}
+				p.ResourceVersion = "8"
+				return p
+			},
+			wantPatch:  true,
+			wantQueued: true,
+		},
+		{
+			name: "a label changes, the status does not",
+			change: func(t *testing.T, e *syncerEnv) *v1.Pod {
+				p := e.apiPod(t, "default", "web")
+				p.Labels = map[string]string{"tier": "web"}
+				p.ResourceVersion = "8"
+				return p
+			},
+			wantQueued: true,
+		},
+		{
+			name: "the Syncer's own write comes back",
+			change: func(t *testing.T, e *syncerEnv) *v1.Pod {
+				p := e.apiPod(t, "default", "web")
+				p.ResourceVersion = "7"
+				return p
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := boundPod("default", "web", "uid-1")
+			var (
+				mu     sync.Mutex
+				cached *v1.Pod
+			)
+			e := newSyncerEnv(t, SyncerOptions{GetPod: func(ns, name string) (*v1.Pod, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				return cached, cached != nil
+			}}, pod)
+			// The fake keeps no resourceVersion on objects: writes return "7".
+			e.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				handled, obj, err := clienttesting.ObjectReaction(e.kube.Tracker())(a)
+				if p, ok := obj.(*v1.Pod); ok && err == nil {
+					p.ResourceVersion = "7"
+				}
+				return handled, obj, err
+			})
+			cached = pod.DeepCopy()
+			e.m.SetPodStatus(pod, runningStatus(t0))
+			if n := countVerb(e.round(t, false), "patch/status"); n != 1 {
+				t.Fatalf("first round patches = %d, want 1", n)
+			}
+
+			changed := tt.change(t, e)
+			if _, err := e.kube.CoreV1().Pods("default").Update(context.Background(), changed, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			cached = changed
+			mu.Unlock()
+			e.s.Recheck(changed)
+			if queued := len(e.s.trigger) == 1; queued != tt.wantQueued {
+				t.Errorf("round triggered = %v, want %v", queued, tt.wantQueued)
+			}
+			n := countVerb(e.round(t, false), "patch/status")
+			if got := n == 1; got != tt.wantPatch {
+				t.Fatalf("patches in the ordinary round after Recheck = %d, want patch %v", n, tt.wantPatch)
+			}
+			if got := readyOf(e.apiPod(t, "default", "web")); got != v1.ConditionTrue {
+				t.Errorf("Ready in the API after the round = %q, want True", got)
+			}
+			if n := countVerb(e.round(t, false), "patch/status"); n != 0 {
+				t.Errorf("the round after patches %d times, want 0", n)
+			}
+		})
+	}
+}
+
+func readyOf(p *v1.Pod) v1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
 // TestSyncerReadsTheCachedPodOnly: the pod GetPod returns is the cache's
 // own object; writing and reconciling statuses never changes it, whatever
 // it holds (an older status, conditions, a deletion mark).

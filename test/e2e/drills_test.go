@@ -404,17 +404,44 @@ func TestDrillAPIServerOutage(t *testing.T) {
 	t.Logf("drill apiserver: the exit and the readiness change happened %v before the API server came back", ms(back.Sub(changedAt)))
 	waitNodeReady(t, h, v1.ConditionTrue, 90*time.Second)
 
-	after, err := listDrill(ctx, cs, set.drill)
-	if err != nil {
-		t.Fatal(err)
+	// The node lifecycle controller may mark every pod of the node not
+	// ready once the API server is back, before it sees the Lease renewed;
+	// heartlet undoes that as soon as its watch reports the change. The
+	// steady pods must be as they were within a few seconds of that.
+	var (
+		diffs     []string
+		firstDiff time.Duration
+	)
+	settled := time.Now()
+	for {
+		after, err := listDrill(ctx, cs, set.drill)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diffs = diffs[:0]
+		for n, p := range before {
+			if n == "apisrv-exiter" || n == "apisrv-flipper" {
+				continue
+			}
+			if got := podFingerprint(after[n]); got != podFingerprint(p) {
+				diffs = append(diffs, fmt.Sprintf("pod %s across the API server outage:\n  before %s\n  after  %s", n, podFingerprint(p), got))
+			}
+		}
+		if len(diffs) > 0 && firstDiff == 0 {
+			firstDiff = time.Since(back)
+			t.Logf("drill apiserver: %d steady pods differ %v after the API server came back (first: %s)", len(diffs), ms(firstDiff), diffs[0])
+		}
+		if len(diffs) == 0 || time.Since(settled) > 30*time.Second {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-	for n, p := range before {
-		if n == "apisrv-exiter" || n == "apisrv-flipper" {
-			continue
-		}
-		if got := podFingerprint(after[n]); got != podFingerprint(p) {
-			t.Errorf("pod %s across the API server outage:\n  before %s\n  after  %s", n, podFingerprint(p), got)
-		}
+	slices.Sort(diffs)
+	for _, d := range diffs {
+		t.Error(d)
+	}
+	if firstDiff > 0 && len(diffs) == 0 {
+		t.Logf("drill apiserver: steady pods as before the outage again %v after the API server came back", ms(time.Since(back)))
 	}
 }
 

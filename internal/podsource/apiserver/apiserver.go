@@ -106,6 +106,17 @@ type Source struct {
 	// Both are owned by the goroutine that delivers.
 	firstSeen map[types.UID]string
 	delivered map[string]types.UID
+
+	// updated, if set, is called with every pod the watch updates.
+	updated func(*v1.Pod)
+}
+
+// OnUpdate has fn called with every pod of the node (mirror pods too) the
+// watch reports updated, from the informer's goroutine, with the cache's
+// own object: fn must only read it, must not keep it, and must not block.
+// It must be called before Run.
+func (s *Source) OnUpdate(fn func(*v1.Pod)) {
+	s.updated = fn
 }
 
 // New returns a source for the pods bound to node nodeName, read through
@@ -221,7 +232,12 @@ func (s *Source) Run(ctx context.Context) error {
 				s.mark(obj)
 			}
 		},
-		UpdateFunc: func(_, obj any) { s.mark(obj) },
+		UpdateFunc: func(_, obj any) {
+			s.mark(obj)
+			if p, ok := obj.(*v1.Pod); ok && s.updated != nil {
+				s.updated(p)
+			}
+		},
 		DeleteFunc: func(obj any) { s.mark(obj) },
 	}, cache.HandlerOptions{Logger: &logger})
 	if err != nil {

@@ -690,3 +690,38 @@ func create(ctx context.Context, pods typedPods, p *v1.Pod) error {
 	_, err := pods.Create(ctx, p, metav1.CreateOptions{})
 	return err
 }
+
+// TestOnUpdateSeesEveryUpdatedPod: the function given to OnUpdate sees
+// each pod of the node the watch updates, mirror pods included, as the
+// cache holds it after the update.
+func TestOnUpdateSeesEveryUpdatedPod(t *testing.T) {
+	kube := fake.NewClientset(
+		mkPod("a", "a", node),
+		mkPod("m", "static-node-a", node, mirror),
+	)
+	rec := newRecorder()
+	src := New(kubeapifake.Wrap(kube), node, rec.sink())
+	seen := make(chan string, 10)
+	src.OnUpdate(func(p *v1.Pod) { seen <- p.Name + " " + string(p.Status.Phase) })
+	ctx := start(t, src)
+	rec.waitFor(t, "[a]", hasUIDs("a"))
+
+	for _, p := range []*v1.Pod{mkPod("a", "a", node, phase(v1.PodRunning)), mkPod("m", "static-node-a", node, mirror, phase(v1.PodFailed))} {
+		if _, err := kube.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for len(got) < 2 {
+		select {
+		case s := <-seen:
+			got = append(got, s)
+		case <-time.After(testTimeout):
+			t.Fatalf("OnUpdate saw %v, want both updates", got)
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"a Running", "static-node-a Failed"}; !slices.Equal(got, want) {
+		t.Errorf("OnUpdate saw %v, want %v", got, want)
+	}
+}

@@ -505,6 +505,11 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		// Another writer's change to a pod status (the node lifecycle
 		// controller's "not ready" after an outage) is undone at once.
 		c.apiPods.OnUpdate(c.statusSync.Recheck)
+		// After an outage the node's pods are listed again as soon as any
+		// client reaches the API server, not after the informer's backoff.
+		c.apiPods.RetryWhenBack(func(ctx context.Context, since time.Time) bool {
+			return cl.Reach.WaitBack(ctx, since, kubeclient.DefaultWaitBack)
+		})
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/version"
 )
@@ -115,6 +116,9 @@ type Client struct {
 	ServerVersion string
 	// Path is the kubeconfig file.
 	Path string
+	// Reach follows whether the API server accepts connections, from the
+	// dials of all the clients above.
+	Reach *Reachability
 
 	dialer *connrotation.Dialer
 }
@@ -147,7 +151,8 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 	// gets the HTTP/2 health checks, including when the credentials come
 	// from an exec plugin or from certificate files that rotate. It also
 	// lets CloseAllConns drop every connection.
-	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	reach := NewReachability(clock.RealClock{})
+	dialer := connrotation.NewDialer(reach.wrapDial((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext))
 	identity := credentialIdentity(cfg)
 	if opts.ClientCertificate != nil {
 		if err := rotatingTransport(cfg, opts.ClientCertificate, dialer.DialContext); err != nil {
@@ -190,6 +195,7 @@ func Load(ctx context.Context, opts Options) (*Client, error) {
 		Server:    cfg.Host,
 		Identity:  identity,
 		Path:      opts.Kubeconfig,
+		Reach:     reach,
 		dialer:    dialer,
 	}
 	timeout := opts.PreflightTimeout

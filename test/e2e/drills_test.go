@@ -385,6 +385,11 @@ func TestDrillAPIServerOutage(t *testing.T) {
 	for _, p := range append(early, late...) {
 		goals = append(goals, &goal{what: "pod " + p.Name + " Running and Ready", done: podGoal(p.Name, podRunningReady)})
 	}
+	// The late pods wait for the scheduler too, whose own watches back off
+	// during the outage: when each was bound tells its part from heartlet's.
+	for _, p := range late {
+		goals = append(goals, &goal{what: "pod " + p.Name + " bound by the scheduler", done: podGoal(p.Name, func(p *v1.Pod) bool { return p.Spec.NodeName != "" })})
+	}
 	waitFor(t, 3*time.Minute, "heartlet to catch up with the API server", func() (bool, string) {
 		var pending []string
 		for _, g := range goals {

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -723,5 +724,73 @@ func TestOnUpdateSeesEveryUpdatedPod(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"a Running", "static-node-a Failed"}; !slices.Equal(got, want) {
 		t.Errorf("OnUpdate saw %v, want %v", got, want)
+	}
+}
+
+// TestRetryWhenBack: the source's list goes through the wait given to
+// RetryWhenBack, with the time its request started.
+func TestRetryWhenBack(t *testing.T) {
+	kube := fake.NewClientset(mkPod("a", "a", node))
+	var lists, waits atomic.Int32
+	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if lists.Add(1) == 1 {
+			return true, nil, fmt.Errorf("dial tcp 127.0.0.1:6443: connect: connection refused")
+		}
+		return false, nil, nil
+	})
+	rec := newRecorder()
+	src := New(kubeapifake.Wrap(kube), node, rec.sink())
+	var sinceSeen atomic.Bool
+	src.RetryWhenBack(func(ctx context.Context, since time.Time) bool {
+		waits.Add(1)
+		sinceSeen.Store(!since.IsZero() && !since.After(time.Now()))
+		return true
+	})
+	start(t, src)
+	rec.waitFor(t, "[a]", hasUIDs("a"))
+	if got := lists.Load(); got != 2 {
+		t.Errorf("lists = %d, want 2", got)
+	}
+	if got := waits.Load(); got != 1 {
+		t.Errorf("waits = %d, want 1", got)
+	}
+	if !sinceSeen.Load() {
+		t.Error("the wait was not given when the failed request started")
+	}
+}
+
+func TestRetryWhenBackCalls(t *testing.T) {
+	refused := errors.New("connect: connection refused")
+	forbidden := errors.New("pods is forbidden")
+	// Three retries after the first one that follows the server's return.
+	delays := []time.Duration{0, 0, 0}
+	tests := []struct {
+		name      string
+		results   []error // of the calls, in order
+		wait      func(context.Context, time.Time) bool
+		wantCalls int
+		wantErr   error
+	}{
+		{name: "success", results: []error{nil}, wait: func(context.Context, time.Time) bool { panic("waited") }, wantCalls: 1},
+		{name: "failed, server back", results: []error{refused, nil}, wait: func(context.Context, time.Time) bool { return true }, wantCalls: 2},
+		{name: "failed, back, refused twice, then served", results: []error{refused, forbidden, forbidden, nil}, wait: func(context.Context, time.Time) bool { return true }, wantCalls: 4},
+		{name: "failed, back, refused on every try", results: []error{refused, forbidden, forbidden, forbidden, forbidden}, wait: func(context.Context, time.Time) bool { return true }, wantCalls: 5, wantErr: forbidden},
+		{name: "failed, not back", results: []error{refused}, wait: func(context.Context, time.Time) bool { return false }, wantCalls: 1, wantErr: refused},
+		{name: "failed, no wait", results: []error{refused}, wantCalls: 1, wantErr: refused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := 0
+			v, err := retryWhenBack(context.Background(), tt.wait, delays, func() (int, error) {
+				calls++
+				return calls, tt.results[calls-1]
+			})
+			if calls != tt.wantCalls || !errors.Is(err, tt.wantErr) {
+				t.Fatalf("calls = %d, err = %v; want %d, %v", calls, err, tt.wantCalls, tt.wantErr)
+			}
+			if err == nil && v != calls {
+				t.Errorf("value = %d, want the last call's %d", v, calls)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/types"
 	criapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -33,6 +34,8 @@ type Runtime struct {
 	rs    criapi.RuntimeService
 	is    criapi.ImageManagerService
 	clock clock.PassiveClock
+	// idx knows each pod's sandboxes and containers between full lists.
+	idx *objectIndex
 }
 
 // Option configures New.
@@ -104,7 +107,7 @@ const (
 
 // NewFromServices wraps existing CRI services, e.g. fakes in tests.
 func NewFromServices(rs criapi.RuntimeService, is criapi.ImageManagerService) *Runtime {
-	return &Runtime{rs: rs, is: is, clock: clock.RealClock{}}
+	return &Runtime{rs: rs, is: is, clock: clock.RealClock{}, idx: newObjectIndex()}
 }
 
 // checkEndpoint normalizes endpoint to unix:///path and checks that the
@@ -275,6 +278,7 @@ func (r *Runtime) RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxC
 		return "", wrap(err, "run pod sandbox for pod %s", sandboxName(cfg))
 	}
 	klog.FromContext(ctx).V(4).Info("Started pod sandbox", "pod", sandboxName(cfg), "podUID", cfg.GetMetadata().GetUid(), "sandboxID", id)
+	r.idx.addSandbox(types.UID(cfg.GetLabels()[LabelPodUID]), id)
 	return id, nil
 }
 
@@ -294,7 +298,11 @@ func (r *Runtime) StopPodSandbox(ctx context.Context, id string) (err error) {
 // RemovePodSandbox removes a stopped sandbox and its containers.
 func (r *Runtime) RemovePodSandbox(ctx context.Context, id string) (err error) {
 	defer r.record(opRemovePodSandbox, r.clock.Now(), &err)
-	if err := r.rs.RemovePodSandbox(ctx, id); err != nil {
+	err = r.rs.RemovePodSandbox(ctx, id)
+	if err == nil || status.Code(err) == codes.NotFound {
+		r.idx.remove(id)
+	}
+	if err != nil {
 		return wrap(err, "remove pod sandbox %s", id)
 	}
 	return nil
@@ -308,6 +316,14 @@ func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, cfg *ru
 	if err != nil {
 		return "", wrap(err, "create container %s in pod sandbox %s", cfg.GetMetadata().GetName(), sandboxID)
 	}
+	r.idx.addContainer(types.UID(cfg.GetLabels()[LabelPodUID]), &runtimeapi.Container{
+		Id:           id,
+		PodSandboxId: sandboxID,
+		Metadata:     cfg.GetMetadata(),
+		Image:        cfg.GetImage(),
+		Labels:       cfg.GetLabels(),
+		Annotations:  cfg.GetAnnotations(),
+	})
 	return id, nil
 }
 
@@ -341,7 +357,11 @@ func graceSeconds(grace time.Duration) int64 {
 // RemoveContainer removes a container.
 func (r *Runtime) RemoveContainer(ctx context.Context, id string) (err error) {
 	defer r.record(opRemoveContainer, r.clock.Now(), &err)
-	if err := r.rs.RemoveContainer(ctx, id); err != nil {
+	err = r.rs.RemoveContainer(ctx, id)
+	if err == nil || status.Code(err) == codes.NotFound {
+		r.idx.remove(id)
+	}
+	if err != nil {
 		return wrap(err, "remove container %s", id)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 // exit codes and other status-only fields are not. Pods are ordered by UID,
 // their sandboxes and containers newest first.
 func (r *Runtime) ListPods(ctx context.Context) ([]*PodStatus, error) {
+	mark := r.idx.begin()
 	sandboxes, err := r.listSandboxes(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -27,6 +28,7 @@ func (r *Runtime) ListPods(ctx context.Context) ([]*PodStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.idx.replace(mark, sandboxes, containers)
 	logger := klog.FromContext(ctx)
 	pods := map[types.UID]*PodStatus{}
 	get := func(labels map[string]string) *PodStatus {
@@ -90,12 +92,7 @@ func (r *Runtime) ListPods(ctx context.Context) ([]*PodStatus, error) {
 // are skipped. When the runtime has nothing for uid the result is an empty
 // PodStatus with UID set.
 func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, error) {
-	selector := map[string]string{LabelPodUID: string(uid)}
-	sandboxes, err := r.listSandboxes(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: selector})
-	if err != nil {
-		return nil, err
-	}
-	containers, err := r.listContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: selector})
+	sandboxIDs, containers, err := r.podObjects(ctx, uid)
 	if err != nil {
 		return nil, err
 	}
@@ -106,9 +103,10 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 			p.Name, p.Namespace = labels[LabelPodName], labels[LabelPodNamespace]
 		}
 	}
-	for _, s := range sandboxes {
-		st, err := r.sandboxStatus(ctx, s.GetId())
+	for _, id := range sandboxIDs {
+		st, err := r.sandboxStatus(ctx, id)
 		if errors.Is(err, errdefs.ErrNotFound) {
+			r.idx.remove(id)
 			continue
 		}
 		if err != nil {
@@ -120,6 +118,7 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 	for _, c := range containers {
 		st, err := r.containerStatus(ctx, c.GetId())
 		if errors.Is(err, errdefs.ErrNotFound) {
+			r.idx.remove(c.GetId())
 			continue
 		}
 		if err != nil {
@@ -132,6 +131,29 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 	}
 	sortNewestFirst(p)
 	return p, nil
+}
+
+// podObjects returns the IDs of a pod's sandboxes and its containers as
+// listed: from the index when a full list has primed it, else from a
+// ListPodSandbox and a ListContainers filtered by the pod's UID label.
+func (r *Runtime) podObjects(ctx context.Context, uid types.UID) ([]string, []*runtimeapi.Container, error) {
+	if ids, containers, ok := r.idx.lookup(uid); ok {
+		return ids, containers, nil
+	}
+	selector := map[string]string{LabelPodUID: string(uid)}
+	sandboxes, err := r.listSandboxes(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: selector})
+	if err != nil {
+		return nil, nil, err
+	}
+	containers, err := r.listContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: selector})
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := make([]string, 0, len(sandboxes))
+	for _, s := range sandboxes {
+		ids = append(ids, s.GetId())
+	}
+	return ids, containers, nil
 }
 
 // SandboxIPs returns the IPs of one sandbox as GetPodStatus reports them

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -51,6 +55,7 @@ type compareOptions struct {
 	idle, idleWithPods      time.Duration
 	namespace               string
 	containerdPidFile       string
+	controlPlanePidDir      string
 	profileDir              string
 	profileSeconds          int
 	keep                    bool
@@ -64,6 +69,11 @@ type result struct {
 	allDeleted                       time.Duration
 	cpuStartMs, cpuDeleteMs          float64 // agent CPU per pod
 	runtimeStartMs, runtimeDeleteMs  float64 // containerd and its children per pod
+	controlStartMs, controlDeleteMs  float64 // the control plane's daemons per pod
+	machineStartMs, machineDeleteMs  float64 // every process and the kernel, per pod
+	busyStart, busyDelete            float64 // share of all CPUs busy during the burst, 0–1
+	apiCallsStart, apiCallsDelete    float64 // the agent's API requests per pod
+	criCallsStart, criCallsDelete    float64 // the agent's CRI calls per pod
 	rssWithPodsMiB                   float64
 	memWithPods                      memory
 	trace                            stepTimes // heartlet only
@@ -305,6 +315,8 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d", name, n)))
 		}
 		a0, c0 := cpuMs(pid), cpuMsAll(ctrdPid)
+		w0 := takeWholeCPU(o.controlPlanePidDir)
+		k0 := takeCalls(metricsURL)
 		start := time.Now()
 		times, err := podStartLatency(ctx, cs, co)
 		if err != nil {
@@ -313,6 +325,10 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		lat := latencies(times)
 		r.allRunning = time.Since(start)
 		a1, c1 := cpuMs(pid), cpuMsAll(ctrdPid)
+		r.controlStartMs, r.machineStartMs, r.busyStart = takeWholeCPU(o.controlPlanePidDir).since(w0, n)
+		var byMethod map[string]float64
+		r.apiCallsStart, r.criCallsStart, byMethod = takeCalls(metricsURL).since(k0, n)
+		fmt.Printf("compare: %s pods=%d CRI calls per pod started: %s\n", name, n, formatMethods(byMethod))
 		prof.wait()
 		r.p50, r.p90, r.p99 = percentile(lat, 50), percentile(lat, 90), percentile(lat, 99)
 		r.cpuStartMs = (a1 - a0) / float64(n)
@@ -336,6 +352,8 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-delete", name, n)))
 		}
 		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
+		w2 := takeWholeCPU(o.controlPlanePidDir)
+		k2 := takeCalls(metricsURL)
 		start = time.Now()
 		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			return res, fmt.Errorf("delete bench pods: %w", err)
@@ -345,6 +363,9 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		}
 		r.allDeleted = time.Since(start)
 		a3, c3 := cpuMs(pid), cpuMsAll(ctrdPid)
+		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
+		r.apiCallsDelete, r.criCallsDelete, byMethod = takeCalls(metricsURL).since(k2, n)
+		fmt.Printf("compare: %s pods=%d CRI calls per pod deleted: %s\n", name, n, formatMethods(byMethod))
 		prof.wait()
 		r.cpuDeleteMs = (a3 - a2) / float64(n)
 		r.runtimeDeleteMs = (c3 - c2) / float64(n)
@@ -441,7 +462,7 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 	}
 	defer os.RemoveAll(logDir)
 	for _, n := range o.counts {
-		r := &result{n: n, cpuStartMs: -1, cpuDeleteMs: -1}
+		r := &result{n: n, cpuStartMs: -1, cpuDeleteMs: -1, apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}
 		type pod struct {
 			sandbox, container string
 			lat                time.Duration
@@ -449,6 +470,7 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 		}
 		pods := make([]pod, n)
 		c0 := cpuMsAll(ctrdPid)
+		w0 := takeWholeCPU(o.controlPlanePidDir)
 		start := time.Now()
 		var wg sync.WaitGroup
 		for i := range n {
@@ -463,6 +485,7 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 		wg.Wait()
 		r.allRunning = time.Since(start)
 		c1 := cpuMsAll(ctrdPid)
+		r.controlStartMs, r.machineStartMs, r.busyStart = takeWholeCPU(o.controlPlanePidDir).since(w0, n)
 		lat := make([]time.Duration, 0, n)
 		var errs []error
 		for _, p := range pods {
@@ -481,6 +504,7 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 		time.Sleep(5 * time.Second)
 
 		c2 := cpuMsAll(ctrdPid)
+		w2 := takeWholeCPU(o.controlPlanePidDir)
 		start = time.Now()
 		errc := make(chan error, n)
 		var retried atomic.Int32
@@ -511,6 +535,7 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 		}
 		r.allDeleted = time.Since(start)
 		r.runtimeDeleteMs = (cpuMsAll(ctrdPid) - c2) / float64(n)
+		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
 		if k := retried.Load(); k > 0 {
 			fmt.Printf("compare: floor pods=%d: %d container stops failed once and were retried\n", n, k)
 		}
@@ -727,6 +752,8 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 	// every row.
 	missing := &result{p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
 		runtimeStartMs: -1, runtimeDeleteMs: -1, rssWithPodsMiB: -1, apiPerMinWithPods: -1, cpuPerMinPods: -1,
+		controlStartMs: -1, controlDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1,
+		apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1,
 		memWithPods: memory{anonMiB: -1, fileMiB: -1}}
 	for _, n := range counts {
 		get := func(r *agentResult) *result {
@@ -745,6 +772,16 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 		row(p+"agent CPU per pod deleted", " ms", func(r *agentResult) float64 { return na(r, get(r).cpuDeleteMs) })
 		row(p+"containerd CPU per pod started", " ms", func(r *agentResult) float64 { return get(r).runtimeStartMs })
 		row(p+"containerd CPU per pod deleted", " ms", func(r *agentResult) float64 { return get(r).runtimeDeleteMs })
+		row(p+"agent API requests per pod started", " calls", func(r *agentResult) float64 { return get(r).apiCallsStart })
+		row(p+"agent API requests per pod deleted", " calls", func(r *agentResult) float64 { return get(r).apiCallsDelete })
+		row(p+"agent CRI calls per pod started", " calls", func(r *agentResult) float64 { return get(r).criCallsStart })
+		row(p+"agent CRI calls per pod deleted", " calls", func(r *agentResult) float64 { return get(r).criCallsDelete })
+		row(p+"control plane CPU per pod started", " ms", func(r *agentResult) float64 { return get(r).controlStartMs })
+		row(p+"control plane CPU per pod deleted", " ms", func(r *agentResult) float64 { return get(r).controlDeleteMs })
+		row(p+"machine CPU per pod started", " ms", func(r *agentResult) float64 { return get(r).machineStartMs })
+		row(p+"machine CPU per pod deleted", " ms", func(r *agentResult) float64 { return get(r).machineDeleteMs })
+		row(p+"CPUs busy while starting", " %", func(r *agentResult) float64 { return pct(get(r).busyStart) })
+		row(p+"CPUs busy while deleting", " %", func(r *agentResult) float64 { return pct(get(r).busyDelete) })
 		row(p+"RSS with the pods", " MiB", func(r *agentResult) float64 { return na(r, get(r).rssWithPodsMiB) })
 		row(p+"RSS with the pods: anonymous", " MiB", func(r *agentResult) float64 { return na(r, get(r).memWithPods.anonMiB) })
 		row(p+"RSS with the pods: file-backed", " MiB", func(r *agentResult) float64 { return na(r, get(r).memWithPods.fileMiB) })
@@ -776,7 +813,7 @@ func precision(unit string) int {
 	switch unit {
 	case " s":
 		return 2
-	case " MiB":
+	case " MiB", " calls":
 		return 1
 	}
 	return 0
@@ -864,4 +901,158 @@ func statusKiB(pid int, fields ...string) (int64, error) {
 		return 0, fmt.Errorf("no %v in /proc/%d/status", fields, pid)
 	}
 	return sum, nil
+}
+
+// wholeCPU is a reading of the machine's CPU time (/proc/stat) and of the
+// control plane daemons' (the pid files of hack/kube.sh), in milliseconds.
+type wholeCPU struct {
+	busy, total, control float64
+}
+
+// takeWholeCPU reads the machine's busy and total CPU time and the CPU
+// time of every daemon with a pid file in pidDir; a part it cannot read is
+// 0.
+func takeWholeCPU(pidDir string) wholeCPU {
+	var w wholeCPU
+	w.busy, w.total = machineCPUms()
+	if pidDir != "" {
+		files, _ := filepath.Glob(filepath.Join(pidDir, "*.pid"))
+		for _, f := range files {
+			w.control += cpuMs(containerdPid(f))
+		}
+	}
+	return w
+}
+
+// since returns, between before and w, the control plane's and the whole
+// machine's CPU per pod of n and the share of all CPUs that was busy.
+func (w wholeCPU) since(before wholeCPU, n int) (controlMs, machineMs, busy float64) {
+	controlMs = (w.control - before.control) / float64(n)
+	machineMs = (w.busy - before.busy) / float64(n)
+	if t := w.total - before.total; t > 0 {
+		busy = (w.busy - before.busy) / t
+	}
+	return controlMs, machineMs, busy
+}
+
+// machineCPUms reads the first line of /proc/stat: the time every CPU
+// spent busy (all but idle and iowait) and in total, in milliseconds.
+func machineCPUms() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	return parseProcStatCPU(string(b))
+}
+
+// parseProcStatCPU sums the "cpu" line of /proc/stat (user nice system
+// idle iowait irq softirq steal; guest time is already in user) into busy
+// and total milliseconds.
+func parseProcStatCPU(stat string) (busy, total float64) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0
+	}
+	var idle int64
+	var sum int64
+	for i, v := range f[1:] {
+		if i >= 8 {
+			break
+		}
+		x, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0
+		}
+		sum += x
+		if i == 3 || i == 4 {
+			idle += x
+		}
+	}
+	return float64((sum - idle) * msPerTick), float64(sum * msPerTick)
+}
+
+// pct is a share as a percentage, negative (not measured) unchanged.
+func pct(v float64) float64 {
+	if v < 0 {
+		return v
+	}
+	return 100 * v
+}
+
+// calls is a reading of an agent's request counters: API requests
+// (rest_client_requests_total) and CRI calls by method
+// (kubelet_runtime_operations_total); api negative and cri nil when
+// unreadable.
+type calls struct {
+	api float64
+	cri map[string]float64
+}
+
+func takeCalls(metricsURL string) calls {
+	c := calls{api: -1}
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		return c
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return c
+	}
+	if f := families["rest_client_requests_total"]; f != nil {
+		c.api = 0
+		for _, m := range f.GetMetric() {
+			c.api += m.GetCounter().GetValue()
+		}
+	}
+	if f := families["kubelet_runtime_operations_total"]; f != nil {
+		c.cri = map[string]float64{}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation_type" {
+					c.cri[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return c
+}
+
+// since returns the API requests and CRI calls per pod of n between
+// before and c, negative where either reading failed, and the CRI calls
+// per pod by method.
+func (c calls) since(before calls, n int) (api, cri float64, byMethod map[string]float64) {
+	api, cri = -1, -1
+	if c.api >= 0 && before.api >= 0 {
+		api = (c.api - before.api) / float64(n)
+	}
+	if c.cri != nil && before.cri != nil {
+		cri = 0
+		byMethod = map[string]float64{}
+		for m, v := range c.cri {
+			if d := (v - before.cri[m]) / float64(n); d > 0 {
+				byMethod[m] = d
+				cri += d
+			}
+		}
+	}
+	return api, cri, byMethod
+}
+
+// formatMethods is "Method=calls" per method, most calls first.
+func formatMethods(byMethod map[string]float64) string {
+	names := slices.Collect(maps.Keys(byMethod))
+	sort.Slice(names, func(i, j int) bool {
+		if byMethod[names[i]] != byMethod[names[j]] {
+			return byMethod[names[i]] > byMethod[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s=%.2f", n, byMethod[n]))
+	}
+	return strings.Join(parts, " ")
 }

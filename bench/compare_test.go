@@ -143,3 +143,44 @@ func TestStatusKiB(t *testing.T) {
 		t.Errorf("VmRSS %d KiB, RssAnon+RssShmem+RssFile %d KiB: more than 1 MiB apart", total, parts)
 	}
 }
+
+func TestParseProcStatCPU(t *testing.T) {
+	tests := []struct {
+		name              string
+		stat              string
+		wantBusy, wantAll float64
+	}{
+		{
+			name:     "eight fields and guests",
+			stat:     "cpu  100 5 50 800 20 3 2 0 7 0\ncpu0 50 2 25 400 10 1 1 0 0 0\n",
+			wantBusy: (100 + 5 + 50 + 3 + 2 + 0) * 10, wantAll: (100 + 5 + 50 + 800 + 20 + 3 + 2 + 0) * 10,
+		},
+		{name: "old kernel, four fields", stat: "cpu 10 0 10 80\n", wantBusy: 200, wantAll: 1000},
+		{name: "not the cpu line", stat: "intr 1 2 3 4 5\n"},
+		{name: "garbage number", stat: "cpu 1 x 3 4 5\n"},
+		{name: "empty", stat: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			busy, all := parseProcStatCPU(tt.stat)
+			if busy != tt.wantBusy || all != tt.wantAll {
+				t.Errorf("parseProcStatCPU = %v, %v; want %v, %v", busy, all, tt.wantBusy, tt.wantAll)
+			}
+		})
+	}
+}
+
+func TestCallsSince(t *testing.T) {
+	before := calls{api: 10, cri: map[string]float64{"list_podsandbox": 4, "run_podsandbox": 0}}
+	after := calls{api: 40, cri: map[string]float64{"list_podsandbox": 8, "run_podsandbox": 10, "start_container": 10}}
+	api, cri, by := after.since(before, 10)
+	if api != 3 || cri != 2.4 {
+		t.Errorf("since = %v API, %v CRI per pod; want 3, 2.4", api, cri)
+	}
+	if got, want := formatMethods(by), "run_podsandbox=1.00 start_container=1.00 list_podsandbox=0.40"; got != want {
+		t.Errorf("formatMethods = %q, want %q", got, want)
+	}
+	if api, cri, _ := after.since(calls{api: -1}, 10); api != -1 || cri != -1 {
+		t.Errorf("since an unreadable reading = %v, %v; want -1, -1", api, cri)
+	}
+}

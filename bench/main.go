@@ -55,6 +55,7 @@ func main() {
 		ns       = flag.String("n", "30,100", "comma-separated pod counts (-compare)")
 		idleWP   = flag.Duration("idle-with-pods", 30*time.Second, "window for API requests and CPU with the pods running, 0 to skip (-compare)")
 		ctrdPid  = flag.String("containerd-pid-file", "/run/heartlet-env/containerd.pid", "pid file of the runtime, for its CPU (-compare)")
+		cpPids   = flag.String("control-plane-pid-dir", "/run/heartlet-kube", "directory of the control plane daemons' pid files, for their CPU (-compare)")
 		profiles = flag.String("profile-dir", "", "fetch heartlet's CPU, block and mutex profiles of every burst into this directory (-compare)")
 		profSecs = flag.Int("profile-seconds", 20, "length of each burst's CPU profile (-profile-dir)")
 	)
@@ -71,6 +72,7 @@ func main() {
 			o.adminKubeconfig, o.nodeKC, o.nodeName = *admin, *nodeKC, *nodeName
 			o.idle, o.idleWithPods, o.namespace = *idle, *idleWP, "heartlet-bench"
 			o.containerdPidFile, o.profileDir, o.profileSeconds, o.keep = *ctrdPid, *profiles, *profSecs, *keep
+			o.controlPlanePidDir = *cpPids
 			if o.profileDir != "" {
 				err = os.MkdirAll(o.profileDir, 0o755)
 			}

@@ -13,13 +13,7 @@ import (
 
 // lists counts the list calls in calls.
 func lists(calls []string) int {
-	n := 0
-	for _, c := range calls {
-		if c == "ListPodSandbox" || c == "ListContainers" {
-			n++
-		}
-	}
-	return n
+	return countCalls(calls, "ListPodSandbox") + countCalls(calls, "ListContainers")
 }
 
 // podIDs is the sorted IDs of a pod status's sandboxes and containers.

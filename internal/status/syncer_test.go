@@ -631,8 +631,10 @@ func TestSyncerDeleteErrors(t *testing.T) {
 	}
 }
 
-func TestSyncerReconcileRewritesOverwrittenStatus(t *testing.T) {
-	pod := boundPod("default", "web", "uid-1")
+// newCachedSyncerEnv is a syncerEnv for pod whose GetPod returns what
+// the returned function last set, as an informer cache would.
+func newCachedSyncerEnv(t *testing.T, pod *v1.Pod) (*syncerEnv, func(*v1.Pod)) {
+	t.Helper()
 	var (
 		mu     sync.Mutex
 		cached *v1.Pod
@@ -642,11 +644,16 @@ func TestSyncerReconcileRewritesOverwrittenStatus(t *testing.T) {
 		defer mu.Unlock()
 		return cached, cached != nil
 	}}, pod)
-	setCache := func(p *v1.Pod) {
+	return e, func(p *v1.Pod) {
 		mu.Lock()
 		defer mu.Unlock()
 		cached = p
 	}
+}
+
+func TestSyncerReconcileRewritesOverwrittenStatus(t *testing.T) {
+	pod := boundPod("default", "web", "uid-1")
+	e, setCache := newCachedSyncerEnv(t, pod)
 	setCache(pod.DeepCopy())
 	e.m.SetPodStatus(pod, runningStatus(t0))
 	if n := countVerb(e.round(t, false), "patch/status"); n != 1 {
@@ -731,15 +738,7 @@ func TestSyncerRecheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := boundPod("default", "web", "uid-1")
-			var (
-				mu     sync.Mutex
-				cached *v1.Pod
-			)
-			e := newSyncerEnv(t, SyncerOptions{GetPod: func(ns, name string) (*v1.Pod, bool) {
-				mu.Lock()
-				defer mu.Unlock()
-				return cached, cached != nil
-			}}, pod)
+			e, setCache := newCachedSyncerEnv(t, pod)
 			// The fake keeps no resourceVersion on objects: writes return "7".
 			e.kube.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
 				handled, obj, err := clienttesting.ObjectReaction(e.kube.Tracker())(a)
@@ -748,7 +747,7 @@ func TestSyncerRecheck(t *testing.T) {
 				}
 				return handled, obj, err
 			})
-			cached = pod.DeepCopy()
+			setCache(pod.DeepCopy())
 			e.m.SetPodStatus(pod, runningStatus(t0))
 			if n := countVerb(e.round(t, false), "patch/status"); n != 1 {
 				t.Fatalf("first round patches = %d, want 1", n)
@@ -758,9 +757,7 @@ func TestSyncerRecheck(t *testing.T) {
 			if _, err := e.kube.CoreV1().Pods("default").Update(context.Background(), changed, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			mu.Lock()
-			cached = changed
-			mu.Unlock()
+			setCache(changed)
 			e.s.Recheck(changed)
 			if queued := len(e.s.trigger) == 1; queued != tt.wantQueued {
 				t.Errorf("round triggered = %v, want %v", queued, tt.wantQueued)

@@ -402,6 +402,7 @@ func (a *Agent) buildSources(ctx context.Context, c *components, conn *connectio
 		c.recorder = er
 		nodeOpts := a.nodeOptions(cl, conn.nodeIPs, er)
 		nodeOpts.Pressure = c.eviction
+		nodeOpts.WaitBack = cl.Reach.Waiter()
 		nodeOpts.VolumesInUse = c.volumesInUse
 		c.node = nodestatus.New(cl.Kube, a.clock, nodeOpts, conn.rt, c.pleg.Healthy)
 		c.allocatable = c.node.Allocatable
@@ -507,9 +508,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		c.apiPods.OnUpdate(c.statusSync.Recheck)
 		// After an outage the node's pods are listed again as soon as any
 		// client reaches the API server, not after the informer's backoff.
-		c.apiPods.RetryWhenBack(func(ctx context.Context, since time.Time) bool {
-			return cl.Reach.WaitBack(ctx, since, kubeclient.DefaultWaitBack)
-		})
+		c.apiPods.RetryWhenBack(cl.Reach.Waiter())
 	}
 }
 

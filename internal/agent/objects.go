@@ -22,6 +22,7 @@ func (c *components) objectGetter(cl *kubeclient.Client, clk clock.WithTicker) v
 		return volume.NewNodeTTLGetter(direct, clk, c.node.Node)
 	default:
 		c.watchGetter = volume.NewWatchingGetter(direct, cl.Kube, clk, volume.DefaultWatchIdle)
+		c.watchGetter.ResumeWhenBack(cl.Reach.Waiter())
 		return c.watchGetter
 	}
 }

@@ -12,6 +12,6 @@ func buildServiceEnv(c *components, cl *kubeclient.Client) podsync.ServiceEnv {
 	if cl == nil {
 		return nil
 	}
-	c.serviceEnv = serviceenv.New(cl.Kube)
+	c.serviceEnv = serviceenv.New(cl.Kube, cl.Reach.Waiter())
 	return c.serviceEnv
 }

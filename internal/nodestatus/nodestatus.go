@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/heartlet/heartlet/internal/kubeapi"
+	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
 // KubeClient is the API groups the Node and its Lease are written with: a clientset (kubeclient's, or client-go's fake in
@@ -137,6 +138,10 @@ type Options struct {
 	// OnRepeatedFailure is called when a status update or Lease renewal
 	// fails again after a retry, e.g. to close the client's connections.
 	OnRepeatedFailure func()
+	// WaitBack, if set, lets the Node's watch, failed while the API
+	// server was unreachable, resume as soon as it is back
+	// (kubeclient.Reachability).
+	WaitBack kubeclient.WaitFunc
 	// DeclaredFeatures are status.declaredFeatures (NodeDeclaredFeatures,
 	// GA in 1.37): the features, named as upstream's registry
 	// (k8s.io/component-helpers/nodedeclaredfeatures) names them, that
@@ -226,12 +231,12 @@ func New(kube KubeClient, clk clock.WithTicker, opts Options, rt RuntimeInfo, re
 		host:      realHost(),
 		trigger:   make(chan struct{}, 1),
 	}
-	m.informer = newNodeInformer(kube, opts.NodeName)
+	m.informer = newNodeInformer(kube, opts.NodeName, opts.WaitBack)
 	return m
 }
 
 // newNodeInformer watches this node's Node object only.
-func newNodeInformer(kube KubeClient, name string) cache.SharedIndexInformer {
+func newNodeInformer(kube KubeClient, name string, wait kubeclient.WaitFunc) cache.SharedIndexInformer {
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -243,7 +248,7 @@ func newNodeInformer(kube KubeClient, name string) cache.SharedIndexInformer {
 			return kube.CoreV1().Nodes().Watch(ctx, o)
 		},
 	}
-	inf := cache.NewSharedIndexInformer(lw, &v1.Node{}, 0, cache.Indexers{})
+	inf := cache.NewSharedIndexInformer(kubeclient.ResumeListWatch(lw, wait), &v1.Node{}, 0, cache.Indexers{})
 	// SetTransform fails only once the informer has started.
 	_ = inf.SetTransform(dropManagedFields)
 	return inf

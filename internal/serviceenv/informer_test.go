@@ -68,7 +68,7 @@ func TestSlim(t *testing.T) {
 // gives the same variables as the full objects would.
 func TestNewWatchesServices(t *testing.T) {
 	client := fake.NewClientset(fat("default", "kubernetes", "10.0.0.1"), fat("app", "db", "10.0.0.2"))
-	e := New(kubeapifake.Wrap(client))
+	e := New(kubeapifake.Wrap(client), nil)
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "p"}}
 	if _, err := e.ServiceEnv(pod); err != ErrNotSynced {
 		t.Fatalf("ServiceEnv before the first list: err = %v, want ErrNotSynced", err)

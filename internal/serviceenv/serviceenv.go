@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/heartlet/heartlet/internal/kubeapi"
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
@@ -64,7 +65,10 @@ type Env struct {
 // each Service only what the variables are made of (see Slim): a cluster
 // has many Services, and their annotations and managed fields would
 // otherwise stay in memory for nothing.
-func New(client KubeClient) *Env {
+//
+// wait, if not nil, lets a list or watch that failed while the API server
+// was unreachable resume as soon as it is back (kubeclient.Reachability).
+func New(client KubeClient, wait kubeclient.WaitFunc) *Env {
 	services := client.CoreV1().Services(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kuberuntime.Object, error) {
@@ -74,7 +78,7 @@ func New(client KubeClient) *Env {
 			return services.Watch(ctx, o)
 		},
 	}
-	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &v1.Service{}, cache.SharedIndexInformerOptions{
+	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(kubeclient.ResumeListWatch(lw, wait), client), &v1.Service{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
 	// SetTransform fails only once the informer has started.

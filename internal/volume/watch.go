@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/kubeapi"
+	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
 // DefaultWatchIdle is how long NewWatchingGetter keeps watching an object
@@ -41,6 +42,8 @@ type WatchingGetter struct {
 	client any
 	clk    clock.WithTicker
 	idle   time.Duration
+	// wait, if set, is what a failed list or watch waits on.
+	wait kubeclient.WaitFunc
 
 	mu sync.Mutex
 	// ctx is Run's: the watches' parent; nil before Run and after it.
@@ -71,6 +74,14 @@ func NewWatchingGetter(inner Getter, kube CoreClient, clk clock.WithTicker, idle
 		idle = DefaultWatchIdle
 	}
 	return &WatchingGetter{inner: inner, core: kube.CoreV1(), client: kube, clk: clk, idle: idle, watched: map[string]*watchedObject{}}
+}
+
+// ResumeWhenBack lets a list or watch that failed while the API server was
+// unreachable resume as soon as wait reports it back (see
+// kubeclient.Reachability), instead of after the reflector's backoff. It
+// must be called before Run.
+func (g *WatchingGetter) ResumeWhenBack(wait kubeclient.WaitFunc) {
+	g.wait = wait
 }
 
 // Run lets the getter start watches and stops those no one read for the
@@ -213,7 +224,7 @@ func (g *WatchingGetter) startLocked(kind, namespace, name string,
 	store := &listedStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
 	// A fake client that cannot stream its list is told apart, as the
 	// generated informers do.
-	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, g.client), example, store, cache.ReflectorOptions{Name: kind + " " + namespace + "/" + name})
+	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(kubeclient.ResumeListWatch(lw, g.wait), g.client), example, store, cache.ReflectorOptions{Name: kind + " " + namespace + "/" + name})
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()

@@ -55,6 +55,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/heartlet/heartlet/internal/kubeapi"
+	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
@@ -111,7 +112,7 @@ type Source struct {
 	updated func(*v1.Pod)
 	// waitBack, if set, waits for the API server to be reachable again
 	// after a failed list or watch (see RetryWhenBack).
-	waitBack func(ctx context.Context, since time.Time) bool
+	waitBack kubeclient.WaitFunc
 }
 
 // RetryWhenBack makes a list or watch that failed call wait with the time
@@ -121,7 +122,7 @@ type Source struct {
 // otherwise block until it is reachable again (true) or a bound passes
 // (false); the informer retries with its own backoff after false. It must
 // be called before Run.
-func (s *Source) RetryWhenBack(wait func(ctx context.Context, since time.Time) bool) {
+func (s *Source) RetryWhenBack(wait kubeclient.WaitFunc) {
 	s.waitBack = wait
 }
 
@@ -153,11 +154,11 @@ func New(kube KubeClient, nodeName string, sink Sink) *Source {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = selector
-			return retryWhenBack(ctx, s.waitBack, afterBackDelays, func() (runtime.Object, error) { return pods.List(ctx, opts) })
+			return kubeclient.RetryWhenBack(ctx, s.waitBack, func() (runtime.Object, error) { return pods.List(ctx, opts) })
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = selector
-			return retryWhenBack(ctx, s.waitBack, afterBackDelays, func() (watch.Interface, error) { return pods.Watch(ctx, opts) })
+			return kubeclient.RetryWhenBack(ctx, s.waitBack, func() (watch.Interface, error) { return pods.Watch(ctx, opts) })
 		},
 	}
 	informer := cache.NewSharedIndexInformerWithOptions(
@@ -171,41 +172,6 @@ func New(kube KubeClient, nodeName string, sink Sink) *Source {
 	_ = informer.SetTransform(dropManagedFields)
 	s.informer = informer
 	return s
-}
-
-// afterBackDelays are the waits between the tries of a request after the
-// API server became reachable again: a server that just started may refuse
-// requests for a few seconds (authorization not ready yet, 403), and the
-// reflector's backoff after such a refusal is as long as during the outage.
-var afterBackDelays = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
-
-// retryWhenBack runs call; when it fails and wait (if set) reports that the
-// API server, unreachable, accepts connections again, it tries call again
-// at once and then after each of delays while it fails. The informer's
-// list or watch then resumes as soon as the server is back instead of
-// after the reflector's backoff, which grows to a minute during an outage.
-func retryWhenBack[T any](ctx context.Context, wait func(ctx context.Context, since time.Time) bool, delays []time.Duration, call func() (T, error)) (T, error) {
-	since := time.Now()
-	v, err := call()
-	if err == nil || wait == nil || !wait(ctx, since) {
-		return v, err
-	}
-	logger := klog.FromContext(ctx)
-	logger.V(2).Info("API server reachable again, retrying at once", "err", err)
-	for _, d := range delays {
-		if v, err = call(); err == nil {
-			return v, nil
-		}
-		logger.V(2).Info("API server reachable again but the request failed, retrying", "err", err, "delay", d)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return v, err
-		case <-t.C:
-		}
-	}
-	return call()
 }
 
 // discard is the sink of a source given none.

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -756,41 +755,5 @@ func TestRetryWhenBack(t *testing.T) {
 	}
 	if !sinceSeen.Load() {
 		t.Error("the wait was not given when the failed request started")
-	}
-}
-
-func TestRetryWhenBackCalls(t *testing.T) {
-	refused := errors.New("connect: connection refused")
-	forbidden := errors.New("pods is forbidden")
-	// Three retries after the first one that follows the server's return.
-	delays := []time.Duration{0, 0, 0}
-	tests := []struct {
-		name      string
-		results   []error // of the calls, in order
-		wait      func(context.Context, time.Time) bool
-		wantCalls int
-		wantErr   error
-	}{
-		{name: "success", results: []error{nil}, wait: func(context.Context, time.Time) bool { panic("waited") }, wantCalls: 1},
-		{name: "failed, server back", results: []error{refused, nil}, wait: func(context.Context, time.Time) bool { return true }, wantCalls: 2},
-		{name: "failed, back, refused twice, then served", results: []error{refused, forbidden, forbidden, nil}, wait: func(context.Context, time.Time) bool { return true }, wantCalls: 4},
-		{name: "failed, back, refused on every try", results: []error{refused, forbidden, forbidden, forbidden, forbidden}, wait: func(context.Context, time.Time) bool { return true }, wantCalls: 5, wantErr: forbidden},
-		{name: "failed, not back", results: []error{refused}, wait: func(context.Context, time.Time) bool { return false }, wantCalls: 1, wantErr: refused},
-		{name: "failed, no wait", results: []error{refused}, wantCalls: 1, wantErr: refused},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			calls := 0
-			v, err := retryWhenBack(context.Background(), tt.wait, delays, func() (int, error) {
-				calls++
-				return calls, tt.results[calls-1]
-			})
-			if calls != tt.wantCalls || !errors.Is(err, tt.wantErr) {
-				t.Fatalf("calls = %d, err = %v; want %d, %v", calls, err, tt.wantCalls, tt.wantErr)
-			}
-			if err == nil && v != calls {
-				t.Errorf("value = %d, want the last call's %d", v, calls)
-			}
-		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -441,16 +443,41 @@ func waitHTTP(t *testing.T, url, want string, timeout time.Duration) {
 	})
 }
 
+// Ports handed out by freePort: below the kernel's ephemeral range
+// (32768–60999 by default), so that no outgoing connection takes one
+// between freePort's check and heartlet's bind (a port the kernel chose
+// for a listen on :0 is one it may also give an outgoing connection), and
+// each at most once per run of the tests.
+const (
+	freePortMin = 20000
+	freePortMax = 30000
+)
+
+var (
+	freePortsMu   sync.Mutex
+	freePortsUsed = map[int]bool{}
+)
+
+// freePort returns a TCP port nothing listens on, on any address.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+	freePortsMu.Lock()
+	defer freePortsMu.Unlock()
+	for range 1000 {
+		p := freePortMin + rand.IntN(freePortMax-freePortMin)
+		if freePortsUsed[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		freePortsUsed[p] = true
+		return p
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	n, _ := strconv.Atoi(port)
-	return n
+	t.Fatalf("no free port in [%d, %d)", freePortMin, freePortMax)
+	return 0
 }
 
 // containerID strips the runtime prefix of a status containerID

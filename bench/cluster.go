@@ -182,20 +182,9 @@ func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOpti
 	var mu sync.Mutex
 	created := map[string]time.Time{}
 	errc := make(chan error, o.pods)
-	grace := int64(1)
 	for i := range o.pods {
 		name := fmt.Sprintf("bench-%d", i)
-		pod := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.namespace},
-			Spec: v1.PodSpec{
-				NodeName:                      o.nodeName,
-				TerminationGracePeriodSeconds: &grace,
-				Containers: []v1.Container{{
-					Name: "c", Image: o.image, ImagePullPolicy: v1.PullIfNotPresent,
-					Command: []string{"sleep", "3600"},
-				}},
-			},
-		}
+		pod := benchPod(o, name)
 		go func() {
 			mu.Lock()
 			created[name] = time.Now()
@@ -275,6 +264,23 @@ func podStartLatency(ctx context.Context, cs kubernetes.Interface, o clusterOpti
 		}
 	}
 	return running, nil
+}
+
+// benchPod is one of the benchmark's pods: bound to the node, a busybox
+// sleep, grace period 1 s.
+func benchPod(o clusterOptions, name string) *v1.Pod {
+	grace := int64(1)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.namespace},
+		Spec: v1.PodSpec{
+			NodeName:                      o.nodeName,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{
+				Name: "c", Image: o.image, ImagePullPolicy: v1.PullIfNotPresent,
+				Command: []string{"sleep", "3600"},
+			}},
+		},
+	}
 }
 
 // maxRewatches bounds how often podStartLatency watches again.

@@ -38,6 +38,10 @@ const (
 	agentHeartlet = "heartlet"
 	agentKubelet  = "kubelet"
 	agentFloor    = "floor"
+	// agentAPI is no agent: the same pods created and deleted through the
+	// API for a node nobody serves, for what the control plane spends on
+	// the benchmark's own requests.
+	agentAPI = "api"
 	// agentBase is a second heartlet build (-heartlet-base), e.g. before a
 	// change, measured in the same run for a before/after ratio.
 	agentBase = "heartlet-base"
@@ -155,6 +159,8 @@ func runCompare(o compareOptions) error {
 		switch a {
 		case agentFloor:
 			r, err = runFloor(ctx, rs, o)
+		case agentAPI:
+			r, err = runAPIOnly(ctx, cs, o)
 		default:
 			r, err = runAgent(ctx, cs, rs, o, a, dir, config, roPort, port)
 		}
@@ -447,6 +453,71 @@ func removeRuntimePods(ctx context.Context, rs *runtime.Runtime, namespace strin
 // as it, give a container at least 2 s (upstream's minimum grace period), so
 // the floor waits as long as the agents must.
 const floorStopTimeout = 2 * time.Second
+
+// apiSettle is how long after the last create (or the last pod gone) the
+// API-only reference keeps counting the control plane's CPU: the watchers
+// and controllers that react to the pods work after the calls return.
+const apiSettle = 5 * time.Second
+
+// runAPIOnly creates the benchmark's pods through the API for a node no
+// agent serves, waits apiSettle, deletes them at once (grace 0: nobody
+// would confirm a graceful deletion) and waits apiSettle again; the
+// control plane's CPU in each window, less what it spends idle in as long
+// a window, is what the benchmark's own requests cost it per pod.
+func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) (*agentResult, error) {
+	res := &agentResult{name: agentAPI, byN: map[int]*result{}, version: "no agent"}
+	if err := ensureNamespace(ctx, cs, o.namespace); err != nil {
+		return nil, err
+	}
+	co := clusterOptions{image: o.image, nodeName: o.nodeName + "-nobody", namespace: o.namespace}
+	idle := func() float64 {
+		w0 := takeWholeCPU(o.controlPlanePidDir)
+		time.Sleep(apiSettle)
+		return takeWholeCPU(o.controlPlanePidDir).control - w0.control
+	}
+	for _, n := range o.counts {
+		r := &result{n: n, p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
+			runtimeStartMs: -1, runtimeDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1,
+			apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}
+		base := idle()
+		w0 := takeWholeCPU(o.controlPlanePidDir)
+		start := time.Now()
+		errc := make(chan error, n)
+		for i := range n {
+			pod := benchPod(co, fmt.Sprintf("bench-%d", i))
+			go func() {
+				_, err := cs.CoreV1().Pods(o.namespace).Create(ctx, pod, metav1.CreateOptions{})
+				errc <- err
+			}()
+		}
+		var errs []error
+		for range n {
+			errs = append(errs, <-errc)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return res, fmt.Errorf("create pods: %w", err)
+		}
+		time.Sleep(apiSettle)
+		created := time.Since(start)
+		w1 := takeWholeCPU(o.controlPlanePidDir)
+		r.controlStartMs = (w1.control - w0.control - base*created.Seconds()/apiSettle.Seconds()) / float64(n)
+
+		start = time.Now()
+		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+			return res, fmt.Errorf("delete pods: %w", err)
+		}
+		if err := waitNoPods(ctx, cs, o.namespace, 2*time.Minute); err != nil {
+			return res, err
+		}
+		time.Sleep(apiSettle)
+		deleted := time.Since(start)
+		r.controlDeleteMs = (takeWholeCPU(o.controlPlanePidDir).control - w1.control - base*deleted.Seconds()/apiSettle.Seconds()) / float64(n)
+		res.byN[n] = r
+		fmt.Printf("compare: api pods=%d control plane CPU per pod created=%.0fms deleted=%.0fms (idle %.0fms per %s subtracted)\n",
+			n, r.controlStartMs, r.controlDeleteMs, base, apiSettle)
+	}
+	return res, nil
+}
 
 // runFloor creates the same pods with nothing but CRI calls, all at once:
 // RunPodSandbox, CreateContainer, StartContainer per pod; then stops
@@ -743,7 +814,7 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 		fmt.Fprintln(w, line)
 	}
 	na := func(r *agentResult, v float64) float64 {
-		if r.name == agentFloor {
+		if r.name == agentFloor || r.name == agentAPI {
 			return -1
 		}
 		return v
@@ -825,10 +896,10 @@ func parseCompare(agents, counts string) (compareOptions, error) {
 	for _, a := range strings.Split(agents, ",") {
 		a = strings.TrimSpace(a)
 		switch a {
-		case agentHeartlet, agentKubelet, agentFloor, agentBase:
+		case agentHeartlet, agentKubelet, agentFloor, agentBase, agentAPI:
 			o.agents = append(o.agents, a)
 		default:
-			return o, fmt.Errorf("unknown agent %q (want heartlet, heartlet-base, kubelet or floor)", a)
+			return o, fmt.Errorf("unknown agent %q (want heartlet, heartlet-base, kubelet, floor or api)", a)
 		}
 	}
 	for _, f := range strings.Split(counts, ",") {

@@ -26,8 +26,8 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/heartlet/heartlet/internal/apiwait"
 	"github.com/heartlet/heartlet/internal/kubeapi"
-	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
 // KubeClient is the API groups the Node and its Lease are written with: a clientset (kubeclient's, or client-go's fake in
@@ -141,7 +141,7 @@ type Options struct {
 	// WaitBack, if set, lets the Node's watch, failed while the API
 	// server was unreachable, resume as soon as it is back
 	// (kubeclient.Reachability).
-	WaitBack kubeclient.WaitFunc
+	WaitBack apiwait.WaitFunc
 	// DeclaredFeatures are status.declaredFeatures (NodeDeclaredFeatures,
 	// GA in 1.37): the features, named as upstream's registry
 	// (k8s.io/component-helpers/nodedeclaredfeatures) names them, that
@@ -236,7 +236,7 @@ func New(kube KubeClient, clk clock.WithTicker, opts Options, rt RuntimeInfo, re
 }
 
 // newNodeInformer watches this node's Node object only.
-func newNodeInformer(kube KubeClient, name string, wait kubeclient.WaitFunc) cache.SharedIndexInformer {
+func newNodeInformer(kube KubeClient, name string, wait apiwait.WaitFunc) cache.SharedIndexInformer {
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -248,7 +248,7 @@ func newNodeInformer(kube KubeClient, name string, wait kubeclient.WaitFunc) cac
 			return kube.CoreV1().Nodes().Watch(ctx, o)
 		},
 	}
-	inf := cache.NewSharedIndexInformer(kubeclient.ResumeListWatch(lw, wait), &v1.Node{}, 0, cache.Indexers{})
+	inf := cache.NewSharedIndexInformer(apiwait.ResumeListWatch(lw, wait), &v1.Node{}, 0, cache.Indexers{})
 	// SetTransform fails only once the informer has started.
 	_ = inf.SetTransform(dropManagedFields)
 	return inf

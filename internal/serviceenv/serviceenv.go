@@ -26,8 +26,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/heartlet/heartlet/internal/apiwait"
 	"github.com/heartlet/heartlet/internal/kubeapi"
-	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
@@ -68,7 +68,7 @@ type Env struct {
 //
 // wait, if not nil, lets a list or watch that failed while the API server
 // was unreachable resume as soon as it is back (kubeclient.Reachability).
-func New(client KubeClient, wait kubeclient.WaitFunc) *Env {
+func New(client KubeClient, wait apiwait.WaitFunc) *Env {
 	services := client.CoreV1().Services(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (kuberuntime.Object, error) {
@@ -78,7 +78,7 @@ func New(client KubeClient, wait kubeclient.WaitFunc) *Env {
 			return services.Watch(ctx, o)
 		},
 	}
-	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(kubeclient.ResumeListWatch(lw, wait), client), &v1.Service{}, cache.SharedIndexInformerOptions{
+	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(apiwait.ResumeListWatch(lw, wait), client), &v1.Service{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
 	// SetTransform fails only once the informer has started.

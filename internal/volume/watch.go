@@ -18,8 +18,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/apiwait"
 	"github.com/heartlet/heartlet/internal/kubeapi"
-	"github.com/heartlet/heartlet/internal/kubeclient"
 )
 
 // DefaultWatchIdle is how long NewWatchingGetter keeps watching an object
@@ -43,7 +43,7 @@ type WatchingGetter struct {
 	clk    clock.WithTicker
 	idle   time.Duration
 	// wait, if set, is what a failed list or watch waits on.
-	wait kubeclient.WaitFunc
+	wait apiwait.WaitFunc
 
 	mu sync.Mutex
 	// ctx is Run's: the watches' parent; nil before Run and after it.
@@ -80,7 +80,7 @@ func NewWatchingGetter(inner Getter, kube CoreClient, clk clock.WithTicker, idle
 // unreachable resume as soon as wait reports it back (see
 // kubeclient.Reachability), instead of after the reflector's backoff. It
 // must be called before Run.
-func (g *WatchingGetter) ResumeWhenBack(wait kubeclient.WaitFunc) {
+func (g *WatchingGetter) ResumeWhenBack(wait apiwait.WaitFunc) {
 	g.wait = wait
 }
 
@@ -224,7 +224,7 @@ func (g *WatchingGetter) startLocked(kind, namespace, name string,
 	store := &listedStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
 	// A fake client that cannot stream its list is told apart, as the
 	// generated informers do.
-	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(kubeclient.ResumeListWatch(lw, g.wait), g.client), example, store, cache.ReflectorOptions{Name: kind + " " + namespace + "/" + name})
+	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(apiwait.ResumeListWatch(lw, g.wait), g.client), example, store, cache.ReflectorOptions{Name: kind + " " + namespace + "/" + name})
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()

@@ -54,8 +54,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/heartlet/heartlet/internal/apiwait"
 	"github.com/heartlet/heartlet/internal/kubeapi"
-	"github.com/heartlet/heartlet/internal/kubeclient"
 	"github.com/heartlet/heartlet/internal/podconfig"
 )
 
@@ -112,7 +112,7 @@ type Source struct {
 	updated func(*v1.Pod)
 	// waitBack, if set, waits for the API server to be reachable again
 	// after a failed list or watch (see RetryWhenBack).
-	waitBack kubeclient.WaitFunc
+	waitBack apiwait.WaitFunc
 }
 
 // RetryWhenBack makes a list or watch that failed call wait with the time
@@ -122,7 +122,7 @@ type Source struct {
 // otherwise block until it is reachable again (true) or a bound passes
 // (false); the informer retries with its own backoff after false. It must
 // be called before Run.
-func (s *Source) RetryWhenBack(wait kubeclient.WaitFunc) {
+func (s *Source) RetryWhenBack(wait apiwait.WaitFunc) {
 	s.waitBack = wait
 }
 
@@ -154,11 +154,11 @@ func New(kube KubeClient, nodeName string, sink Sink) *Source {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = selector
-			return kubeclient.RetryWhenBack(ctx, s.waitBack, func() (runtime.Object, error) { return pods.List(ctx, opts) })
+			return apiwait.RetryWhenBack(ctx, s.waitBack, func() (runtime.Object, error) { return pods.List(ctx, opts) })
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = selector
-			return kubeclient.RetryWhenBack(ctx, s.waitBack, func() (watch.Interface, error) { return pods.Watch(ctx, opts) })
+			return apiwait.RetryWhenBack(ctx, s.waitBack, func() (watch.Interface, error) { return pods.Watch(ctx, opts) })
 		},
 	}
 	informer := cache.NewSharedIndexInformerWithOptions(

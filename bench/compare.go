@@ -287,6 +287,9 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 			_ = cmd.Process.Kill()
 			<-done
 		}
+		// The kubelet bind-mounts its root directory onto itself and
+		// leaves the mount; heartlet's is no mount point (EINVAL).
+		_ = syscall.Unmount(root, syscall.MNT_DETACH)
 	}
 	defer stop()
 	pid := cmd.Process.Pid

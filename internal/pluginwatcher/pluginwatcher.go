@@ -32,8 +32,11 @@ import (
 // (the plugin is told the error) and the watcher tries again when the
 // socket is recreated or at the next resync. Register is idempotent for
 // the same name and endpoint. Deregister forgets the plugin of that name
-// registered from that endpoint and is safe for one never registered.
-// Calls are serialized by the watcher.
+// registered from that endpoint and is safe for one never registered; its
+// context is not ended by the watcher's stop (it has a deadline of
+// deregisterTimeout instead), so a plugin that went away just before the
+// agent stopped is still removed from what the node publishes. Calls are
+// serialized by the watcher.
 type Handler interface {
 	Register(ctx context.Context, name, endpoint string, versions []string) error
 	Deregister(ctx context.Context, name, endpoint string)
@@ -46,6 +49,8 @@ const (
 	DefaultResync = 30 * time.Second
 	// callTimeout bounds each call to a plugin's registration socket.
 	callTimeout = 10 * time.Second
+	// deregisterTimeout bounds a Deregister, which may outlive the stop.
+	deregisterTimeout = 10 * time.Second
 )
 
 // Options configures a Watcher.
@@ -255,6 +260,10 @@ func (w *Watcher) forget(ctx context.Context, path string) {
 	if !ok {
 		return
 	}
+	// The socket's removal and the agent's stop often come together (the
+	// plugin and the agent stopped at once): finish the removal anyway.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deregisterTimeout)
+	defer cancel()
 	w.opts.Handlers[reg.typ].Deregister(ctx, reg.name, reg.endpoint)
 	klog.FromContext(ctx).Info("Deregistered plugin", "type", reg.typ, "plugin", reg.name)
 }

@@ -55,6 +55,8 @@ type fakeHandler struct {
 	err   error
 	calls []call
 	seen  chan call
+	// deregisterCtxErr is the error of each Deregister's context.
+	deregisterCtxErr []error
 }
 
 func (h *fakeHandler) Register(_ context.Context, name, endpoint string, versions []string) error {
@@ -62,7 +64,10 @@ func (h *fakeHandler) Register(_ context.Context, name, endpoint string, version
 	return h.err
 }
 
-func (h *fakeHandler) Deregister(_ context.Context, name, endpoint string) {
+func (h *fakeHandler) Deregister(ctx context.Context, name, endpoint string) {
+	h.mu.Lock()
+	h.deregisterCtxErr = append(h.deregisterCtxErr, ctx.Err())
+	h.mu.Unlock()
 	h.record(call{"deregister", name, endpoint})
 }
 
@@ -160,6 +165,29 @@ func TestSocketRemovedDeregisters(t *testing.T) {
 	want := []call{{"register", "drv", "/e"}, {"deregister", "drv", "/e"}}
 	if got := h.got(); !slices.Equal(got, want) {
 		t.Fatalf("handler calls %v, want %v", got, want)
+	}
+}
+
+// A plugin whose socket goes while the agent stops is still deregistered
+// with a live context: its handler can still unpublish it (a cancelled
+// context left a stale CSINode entry behind).
+func TestDeregisterOutlivesStop(t *testing.T) {
+	dir := shortDir(t)
+	serve(t, dir, "drv-reg.sock", &registerapi.PluginInfo{Type: registerapi.CSIPlugin, Name: "drv", Endpoint: "/e", SupportedVersions: []string{"1.0.0"}})
+	h := &fakeHandler{}
+	w := New(Options{Dir: dir, Handlers: map[string]Handler{registerapi.CSIPlugin: h}, Clock: testingclock.NewFakeClock(time.Now())})
+	w.Sync(context.Background())
+	if err := os.Remove(filepath.Join(dir, "drv-reg.sock")); err != nil {
+		t.Fatal(err)
+	}
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	w.Sync(stopped)
+	h.mu.Lock()
+	errs := slices.Clone(h.deregisterCtxErr)
+	h.mu.Unlock()
+	if len(errs) != 1 || errs[0] != nil {
+		t.Fatalf("Deregister contexts' errors %v, want one live context", errs)
 	}
 }
 

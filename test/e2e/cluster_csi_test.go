@@ -95,6 +95,28 @@ func startCSIDriverWith(t *testing.T, h *heartlet, attach bool) *csiDriver {
 		driverArgs = append(driverArgs, "--require-attach")
 	}
 	start("csi-driver", driverBin, driverArgs...)
+	// Runs after the registrar's stop (cleanups run last first): heartlet
+	// sees its registration socket go and unpublishes the driver; what a
+	// test leaves behind must not let the next one see the driver as
+	// registered before its own heartlet registered it.
+	t.Cleanup(func() {
+		if !h.running() {
+			return
+		}
+		waitFor(t, 30*time.Second, "the driver gone from the node's CSINode and annotation once its registrar stopped", func() (bool, string) {
+			var cn storagev1.CSINode
+			if err := getJSON(&cn, "csinode", clusterNode); err != nil {
+				return false, err.Error()
+			}
+			n, err := getNode()
+			if err != nil {
+				return false, err.Error()
+			}
+			ann := n.Annotations["csi.volume.kubernetes.io/nodeid"]
+			listed := slices.ContainsFunc(cn.Spec.Drivers, func(d storagev1.CSINodeDriver) bool { return d.Name == csiDriverName })
+			return !listed && !strings.Contains(ann, `"`+csiDriverName+`"`), fmt.Sprintf("CSINode drivers %+v, annotation %q", cn.Spec.Drivers, ann)
+		})
+	})
 	start("csi-registrar", registrarBin, "--csi-address", d.socket, "--driver-name", csiDriverName,
 		"--plugin-registration-path", filepath.Join(h.rootDir, "plugins_registry"))
 

@@ -326,6 +326,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		a0, c0 := cpuMs(pid), cpuMsAll(ctrdPid)
 		w0 := takeWholeCPU(o.controlPlanePidDir)
 		k0 := takeCalls(metricsURL)
+		s0 := takeServerRequests(ctx, cs)
 		start := time.Now()
 		times, err := podStartLatency(ctx, cs, co)
 		if err != nil {
@@ -338,6 +339,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		var byMethod map[string]float64
 		r.apiCallsStart, r.criCallsStart, byMethod = takeCalls(metricsURL).since(k0, n)
 		fmt.Printf("compare: %s pods=%d CRI calls per pod started: %s\n", name, n, formatMethods(byMethod))
+		fmt.Printf("compare: %s pods=%d API server requests per pod started (every client): %s\n", name, n, formatMethods(takeServerRequests(ctx, cs).since(s0, n)))
 		prof.wait()
 		r.p50, r.p90, r.p99 = percentile(lat, 50), percentile(lat, 90), percentile(lat, 99)
 		r.cpuStartMs = (a1 - a0) / float64(n)
@@ -363,6 +365,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
 		w2 := takeWholeCPU(o.controlPlanePidDir)
 		k2 := takeCalls(metricsURL)
+		s2 := takeServerRequests(ctx, cs)
 		start = time.Now()
 		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			return res, fmt.Errorf("delete bench pods: %w", err)
@@ -375,6 +378,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
 		r.apiCallsDelete, r.criCallsDelete, byMethod = takeCalls(metricsURL).since(k2, n)
 		fmt.Printf("compare: %s pods=%d CRI calls per pod deleted: %s\n", name, n, formatMethods(byMethod))
+		fmt.Printf("compare: %s pods=%d API server requests per pod deleted (every client): %s\n", name, n, formatMethods(takeServerRequests(ctx, cs).since(s2, n)))
 		prof.wait()
 		r.cpuDeleteMs = (a3 - a2) / float64(n)
 		r.runtimeDeleteMs = (c3 - c2) / float64(n)
@@ -484,6 +488,7 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 			apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}
 		base := idle()
 		w0 := takeWholeCPU(o.controlPlanePidDir)
+		s0 := takeServerRequests(ctx, cs)
 		start := time.Now()
 		errc := make(chan error, n)
 		for i := range n {
@@ -503,6 +508,8 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 		time.Sleep(apiSettle)
 		created := time.Since(start)
 		w1 := takeWholeCPU(o.controlPlanePidDir)
+		s1 := takeServerRequests(ctx, cs)
+		fmt.Printf("compare: api pods=%d API server requests per pod created (every client): %s\n", n, formatMethods(s1.since(s0, n)))
 		r.controlStartMs = (w1.control - w0.control - base*created.Seconds()/apiSettle.Seconds()) / float64(n)
 
 		start = time.Now()
@@ -514,6 +521,7 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 		}
 		time.Sleep(apiSettle)
 		deleted := time.Since(start)
+		fmt.Printf("compare: api pods=%d API server requests per pod deleted (every client): %s\n", n, formatMethods(takeServerRequests(ctx, cs).since(s1, n)))
 		r.controlDeleteMs = (takeWholeCPU(o.controlPlanePidDir).control - w1.control - base*deleted.Seconds()/apiSettle.Seconds()) / float64(n)
 		res.byN[n] = r
 		fmt.Printf("compare: api pods=%d control plane CPU per pod created=%.0fms deleted=%.0fms (idle %.0fms per %s subtracted)\n",

@@ -121,8 +121,11 @@ type fakeGetter struct {
 	secrets    map[string]*v1.Secret
 	tokenReqs  []tokenCall
 	tokenErr   error
-	getErr     error
-	gets       int
+	// tokenErrs are the errors of the next token requests, in order,
+	// before tokenErr.
+	tokenErrs []error
+	getErr    error
+	gets      int
 }
 
 type tokenCall struct {
@@ -178,6 +181,11 @@ func (g *fakeGetter) RequestToken(_ context.Context, ns, sa string, req *authent
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.tokenReqs = append(g.tokenReqs, tokenCall{ns, sa, req.DeepCopy()})
+	if len(g.tokenErrs) > 0 {
+		err := g.tokenErrs[0]
+		g.tokenErrs = g.tokenErrs[1:]
+		return nil, err
+	}
 	if g.tokenErr != nil {
 		return nil, g.tokenErr
 	}

@@ -2,6 +2,7 @@ package volume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -24,12 +26,25 @@ const (
 	// tokenRefreshPercent: a token is renewed once this share of its
 	// lifetime has passed.
 	tokenRefreshPercent = 80
+	// newPodWindow is how long after its creation a pod's first token
+	// request is retried at once when the API server does not know the
+	// pod yet (see unseenPodRetries).
+	newPodWindow = 30 * time.Second
 )
+
+// unseenPodRetries are the waits before each new request of a new pod's
+// first token when the API server answered that it does not know the pod
+// (NotFound) or that the node may not ask for it (Forbidden: the node
+// authorizer has not linked the pod to the node yet). The node's watch
+// can deliver a pod before the server's own caches have it; without these
+// the pod's sync failed, was retried a second later and a FailedMount
+// warning was recorded for it.
+var unseenPodRetries = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}
 
 // tokenCache keeps the service account tokens of the pods' projected
 // volumes and renews them when due.
 type tokenCache struct {
-	clk clock.PassiveClock
+	clk clock.Clock
 
 	mu      sync.Mutex
 	entries map[string]*tokenEntry
@@ -40,7 +55,7 @@ type tokenEntry struct {
 	tr  *authenticationv1.TokenRequest
 }
 
-func newTokenCache(clk clock.PassiveClock) *tokenCache {
+func newTokenCache(clk clock.Clock) *tokenCache {
 	return &tokenCache{clk: clk, entries: map[string]*tokenEntry{}}
 }
 
@@ -82,6 +97,21 @@ func (c *tokenCache) get(ctx context.Context, g Getter, pod *v1.Pod, tp *v1.Serv
 		},
 	}
 	tr, err := g.RequestToken(ctx, pod.Namespace, sa, req)
+	if cached == nil && c.clk.Since(pod.CreationTimestamp.Time) < newPodWindow {
+		for _, d := range unseenPodRetries {
+			if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+				break
+			}
+			klog.FromContext(ctx).V(2).Info("The API server does not know the new pod yet, requesting its token again",
+				"pod", klog.KObj(pod), "podUID", pod.UID, "retryAfter", d, "err", err)
+			select {
+			case <-ctx.Done():
+				return "", fmt.Errorf("request token for service account %s/%s: %w", pod.Namespace, sa, errors.Join(err, ctx.Err()))
+			case <-c.clk.After(d):
+			}
+			tr, err = g.RequestToken(ctx, pod.Namespace, sa, req)
+		}
+	}
 	if err == nil && (tr == nil || tr.Status.Token == "") {
 		err = fmt.Errorf("empty token in the response")
 	}

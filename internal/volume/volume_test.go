@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -14,8 +15,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -618,6 +621,59 @@ func TestUnsupportedVolumeType(t *testing.T) {
 	err := e.m.Prepare(context.Background(), pod)
 	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "persistentVolumeClaim") {
 		t.Fatalf("Prepare = %v, want ErrUnsupported naming the type", err)
+	}
+}
+
+// The watch can deliver a new pod before the API server's caches and its
+// node authorizer have it: the first token request of a new pod is asked
+// again at once (briefly) when the server says NotFound or Forbidden,
+// instead of failing the pod's volume set-up.
+func TestTokenOfPodTheServerDoesNotKnowYet(t *testing.T) {
+	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "web")
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "serviceaccounts"}, "sa1", errors.New("no relationship found between node and this object"))
+	unavailable := apierrors.NewServiceUnavailable("etcd down")
+	tests := []struct {
+		name      string
+		age       time.Duration // of the pod
+		errs      []error
+		wantCalls int
+		wantErr   bool
+	}{
+		{"new pod, pod not found twice", time.Second, []error{notFound, notFound}, 3, false},
+		{"new pod, node not yet allowed", time.Second, []error{forbidden}, 2, false},
+		{"new pod, never allowed", time.Second, slices.Repeat([]error{forbidden}, 10), 1 + len(unseenPodRetries), true},
+		{"new pod, another error", time.Second, []error{unavailable}, 1, true},
+		{"old pod", time.Minute, []error{notFound}, 1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, true)
+			e.getter.setConfigMap(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": "PEM"}})
+			e.getter.tokenErrs = tc.errs
+			pod := serviceAccountPod("u1", ptr(int64(3600)))
+			pod.CreationTimestamp = metav1.NewTime(epoch.Add(-tc.age))
+			done := make(chan error, 1)
+			go func() { done <- e.m.Prepare(context.Background(), pod) }()
+			var err error
+		wait:
+			for {
+				select {
+				case err = <-done:
+					break wait
+				default:
+				}
+				if e.clk.HasWaiters() {
+					e.clk.Step(time.Second)
+				}
+				runtime.Gosched()
+			}
+			if (err != nil) != tc.wantErr {
+				t.Errorf("Prepare = %v, want error %v", err, tc.wantErr)
+			}
+			if n := len(e.getter.tokenCalls()); n != tc.wantCalls {
+				t.Errorf("token requests = %d, want %d", n, tc.wantCalls)
+			}
+		})
 	}
 }
 

@@ -3,7 +3,6 @@ package volume
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -22,6 +21,13 @@ import (
 	"github.com/heartlet/heartlet/internal/kubeapi"
 )
 
+// listWait is how long a read of an object whose watch has not listed yet
+// waits for that list before it reads the object directly (upstream's
+// watch-based manager waits as long): the pods of a burst that share an
+// object (every pod's kube-root-ca.crt) then cost one list, not one GET
+// each.
+const listWait = time.Second
+
 // DefaultWatchIdle is how long NewWatchingGetter keeps watching an object
 // no one read: longer than the volumes' refresh period, so an object a
 // running pod uses stays watched.
@@ -32,8 +38,8 @@ const DefaultWatchIdle = 5 * time.Minute
 // change detection strategy, which the node authorizer allows for the
 // objects of the node's pods), started by the first read of the object
 // and stopped once no one read it for the idle time. A read before the
-// watch has listed the object is a GET through inner. Tokens are requested
-// through inner every time.
+// watch has listed the object waits up to listWait for the list, then is a
+// GET through inner. Tokens are requested through inner every time.
 type WatchingGetter struct {
 	inner Getter
 	core  kubeapi.CoreV1Interface
@@ -55,7 +61,8 @@ type WatchingGetter struct {
 // watchedObject is the watch of one object.
 type watchedObject struct {
 	store    cache.Store
-	synced   func() bool
+	listed   <-chan struct{} // closed once the watch has listed
+	started  time.Time
 	cancel   context.CancelFunc
 	lastRead time.Time
 }
@@ -134,7 +141,7 @@ func (g *WatchingGetter) Watched() int {
 
 // GetConfigMap implements Getter.
 func (g *WatchingGetter) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-	obj, ok, err := g.get(kindConfigMap, namespace, name, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	obj, ok, err := g.get(ctx, kindConfigMap, namespace, name, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return g.core.ConfigMaps(namespace).List(ctx, opts)
 	}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return g.core.ConfigMaps(namespace).Watch(ctx, opts)
@@ -150,7 +157,7 @@ func (g *WatchingGetter) GetConfigMap(ctx context.Context, namespace, name strin
 
 // GetSecret implements Getter.
 func (g *WatchingGetter) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
-	obj, ok, err := g.get(kindSecret, namespace, name, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	obj, ok, err := g.get(ctx, kindSecret, namespace, name, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return g.core.Secrets(namespace).List(ctx, opts)
 	}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return g.core.Secrets(namespace).Watch(ctx, opts)
@@ -171,9 +178,9 @@ func (g *WatchingGetter) RequestToken(ctx context.Context, namespace, serviceAcc
 
 // get returns the object from its watch (ok), a NotFound error when the
 // watch has listed and the object does not exist, or !ok when it is to be
-// read directly: the watch is not listed yet, or Run does not run. It
-// starts the object's watch when there is none.
-func (g *WatchingGetter) get(kind, namespace, name string,
+// read directly: the watch has not listed within listWait, or Run does not
+// run. It starts the object's watch when there is none.
+func (g *WatchingGetter) get(ctx context.Context, kind, namespace, name string,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
 	example runtime.Object) (any, bool, error) {
@@ -188,10 +195,25 @@ func (g *WatchingGetter) get(kind, namespace, name string,
 		w = g.startLocked(kind, namespace, name, list, watchFn, example)
 		g.watched[key] = w
 	}
-	w.lastRead = g.clk.Now()
+	now := g.clk.Now()
+	w.lastRead = now
 	g.mu.Unlock()
-	if !w.synced() {
-		return nil, false, nil
+	select {
+	case <-w.listed:
+	default:
+		// Only the reads of a watch's first listWait wait: a watch that
+		// has not listed by then is failing, and its reads go direct.
+		left := w.started.Add(listWait).Sub(now)
+		if left <= 0 {
+			return nil, false, nil
+		}
+		select {
+		case <-w.listed:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-g.clk.After(left):
+			return nil, false, nil
+		}
 	}
 	obj, exists, err := w.store.GetByKey(namespace + "/" + name)
 	if err != nil {
@@ -221,7 +243,7 @@ func (g *WatchingGetter) startLocked(kind, namespace, name string,
 			return watchFn(ctx, opts)
 		},
 	}
-	store := &listedStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc)}
+	store := &listedStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), listed: make(chan struct{})}
 	// A fake client that cannot stream its list is told apart, as the
 	// generated informers do.
 	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(apiwait.ResumeListWatch(lw, g.wait), g.client), example, store, cache.ReflectorOptions{Name: kind + " " + namespace + "/" + name})
@@ -231,21 +253,22 @@ func (g *WatchingGetter) startLocked(kind, namespace, name string,
 		klog.FromContext(ctx).V(4).Info("Watching object for volumes", "kind", kind, "namespace", namespace, "name", name)
 		r.RunWithContext(ctx)
 	}()
-	return &watchedObject{store: store, synced: store.listed.Load, cancel: cancel}
+	return &watchedObject{store: store, listed: store.listed, started: g.clk.Now(), cancel: cancel}
 }
 
 // listedStore is a store that knows whether its reflector has listed:
 // the reflector replaces the store's content with each list.
 type listedStore struct {
 	cache.Store
-	listed atomic.Bool
+	listed chan struct{} // closed by the first Replace
+	once   sync.Once
 }
 
 // Replace implements cache.Store.
 func (s *listedStore) Replace(list []any, resourceVersion string) error {
 	err := s.Store.Replace(list, resourceVersion)
 	if err == nil {
-		s.listed.Store(true)
+		s.once.Do(func() { close(s.listed) })
 	}
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/heartlet/heartlet/internal/kubeapi"
 	"github.com/heartlet/heartlet/internal/kubeapi/kubeapifake"
 )
 
@@ -152,5 +153,118 @@ func TestNodeTTL(t *testing.T) {
 		if got := nodeTTL(tc.node); got != tc.want {
 			t.Errorf("%s: ttl = %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// slowList is a core client whose ConfigMap lists wait for release.
+type slowList struct {
+	kubeapi.Interface
+	release chan struct{}
+}
+
+// IsWatchListSemanticsUnSupported says, as the fake clientset, that the
+// reflector must list.
+func (s slowList) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (s slowList) CoreV1() kubeapi.CoreV1Interface {
+	return slowListCore{CoreV1Interface: s.Interface.CoreV1(), release: s.release}
+}
+
+type slowListCore struct {
+	kubeapi.CoreV1Interface
+	release chan struct{}
+}
+
+func (s slowListCore) ConfigMaps(ns string) kubeapi.ConfigMapInterface {
+	return slowListConfigMaps{ConfigMapInterface: s.CoreV1Interface.ConfigMaps(ns), release: s.release}
+}
+
+type slowListConfigMaps struct {
+	kubeapi.ConfigMapInterface
+	release chan struct{}
+}
+
+func (s slowListConfigMaps) List(ctx context.Context, opts metav1.ListOptions) (*v1.ConfigMapList, error) {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.ConfigMapInterface.List(ctx, opts)
+}
+
+// The reads of an object whose watch is listing wait for the list (one
+// list for a burst of pods sharing the object, not a GET each) for at most
+// listWait from the watch's start; after that they read directly.
+func TestWatchingGetterWaitsForTheFirstList(t *testing.T) {
+	for _, listed := range []bool{true, false} {
+		name := map[bool]string{true: "listed in time", false: "list too slow"}[listed]
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			cs := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cm"}, Data: map[string]string{"k": "v1"}})
+			clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			kube := slowList{Interface: kubeapifake.Wrap(cs), release: make(chan struct{})}
+			g := NewWatchingGetter(NewClientGetter(kubeapifake.Wrap(cs)), kube, clk, time.Minute)
+			// As Run, without its expiry ticker: the clock's only waiters
+			// are the reads.
+			g.mu.Lock()
+			g.ctx = ctx
+			g.mu.Unlock()
+			defer func() {
+				cancel()
+				if !listed {
+					close(kube.release)
+				}
+				g.wg.Wait()
+			}()
+
+			const readers = 5
+			got := make(chan *v1.ConfigMap, readers)
+			for range readers {
+				go func() {
+					cm, err := g.GetConfigMap(ctx, "a", "cm")
+					if err != nil {
+						t.Error(err)
+					}
+					got <- cm
+				}()
+			}
+			eventually(t, "a read waiting for the list", clk.HasWaiters)
+			if listed {
+				close(kube.release)
+			}
+			for range readers {
+				var cm *v1.ConfigMap
+			wait:
+				for {
+					select {
+					case cm = <-got:
+						break wait
+					default:
+					}
+					if !listed && clk.HasWaiters() {
+						clk.Step(listWait)
+					}
+					runtime.Gosched()
+				}
+				if cm == nil || cm.Data["k"] != "v1" {
+					t.Fatalf("read %v", cm)
+				}
+			}
+			wantGets := map[bool]int{true: 0, false: readers}[listed]
+			if n := gets(cs); n != wantGets {
+				t.Errorf("%d GETs, want %d", n, wantGets)
+			}
+			if !listed {
+				// Past listWait, a read of the still unlisted watch goes
+				// direct at once.
+				if _, err := g.GetConfigMap(ctx, "a", "cm"); err != nil {
+					t.Fatal(err)
+				}
+				if n := gets(cs); n != readers+1 {
+					t.Errorf("%d GETs after a late read, want %d", n, readers+1)
+				}
+			}
+		})
 	}
 }

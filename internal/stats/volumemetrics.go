@@ -2,9 +2,13 @@ package stats
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/heartlet/heartlet/internal/runtime"
 )
 
 // The volume metrics of claims, as upstream's: one series per claim,
@@ -24,9 +28,9 @@ var (
 )
 
 // VolumeMetrics is the collector of the kubelet_volume_stats_* metrics,
-// for heartlet's /metrics registry: on each scrape it reads the summary
-// (a collection shared for CacheTTL) and emits the stats of every volume
-// that comes from a claim, once per claim however many pods use it.
+// for heartlet's /metrics registry: on each scrape it emits the stats of
+// every volume that comes from a claim (see claimVolumeStats), once per
+// claim however many pods use it.
 func (p *Provider) VolumeMetrics() prometheus.Collector { return volumeMetrics{p} }
 
 type volumeMetrics struct{ p *Provider }
@@ -39,34 +43,55 @@ func (c volumeMetrics) Describe(ch chan<- *prometheus.Desc) {
 
 func (c volumeMetrics) Collect(ch chan<- prometheus.Metric) {
 	ctx := context.Background()
-	s, err := c.p.Summary(ctx, false)
+	claims, err := c.p.claimVolumeStats(ctx)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to collect volume stats for metrics")
 		return
 	}
 	seen := map[[2]string]bool{}
-	for _, ps := range s.Pods {
-		for _, vs := range ps.VolumeStats {
-			if vs.PVCRef == nil {
-				continue
-			}
-			key := [2]string{vs.PVCRef.Namespace, vs.PVCRef.Name}
-			if seen[key] {
-				continue
-			}
-			seen[key] = true
-			for _, m := range []struct {
-				desc *prometheus.Desc
-				v    *uint64
-			}{
-				{volumeCapacityBytesDesc, vs.CapacityBytes}, {volumeAvailableBytesDesc, vs.AvailableBytes},
-				{volumeUsedBytesDesc, vs.UsedBytes}, {volumeInodesDesc, vs.Inodes},
-				{volumeInodesFreeDesc, vs.InodesFree}, {volumeInodesUsedDesc, vs.InodesUsed},
-			} {
-				if m.v != nil {
-					ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, float64(*m.v), key[0], key[1])
-				}
+	for _, vs := range claims {
+		key := [2]string{vs.PVCRef.Namespace, vs.PVCRef.Name}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		for _, m := range []struct {
+			desc *prometheus.Desc
+			v    *uint64
+		}{
+			{volumeCapacityBytesDesc, vs.CapacityBytes}, {volumeAvailableBytesDesc, vs.AvailableBytes},
+			{volumeUsedBytesDesc, vs.UsedBytes}, {volumeInodesDesc, vs.Inodes},
+			{volumeInodesFreeDesc, vs.InodesFree}, {volumeInodesUsedDesc, vs.InodesUsed},
+		} {
+			if m.v != nil {
+				ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, float64(*m.v), key[0], key[1])
 			}
 		}
 	}
+}
+
+// claimVolumeStats are the stats of the claims' volumes of the pods with a
+// ready sandbox, the pods a summary reports. They all come from
+// Options.Volumes: a scrape reads them without collecting a summary (the
+// CPU, memory, network and disk usage of every pod and container).
+func (p *Provider) claimVolumeStats(ctx context.Context) ([]statsapi.VolumeStats, error) {
+	if p.opts.Volumes == nil {
+		return nil, nil
+	}
+	pods, err := p.opts.Runtime.ListPods(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	var out []statsapi.VolumeStats
+	for _, rp := range pods {
+		if len(rp.Sandboxes) == 0 || rp.Sandboxes[0].State != runtime.SandboxReady {
+			continue
+		}
+		for _, vs := range p.opts.Volumes.PodVolumeStats(rp.UID) {
+			if vs.PVCRef != nil {
+				out = append(out, vs)
+			}
+		}
+	}
+	return out, nil
 }

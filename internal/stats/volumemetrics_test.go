@@ -2,8 +2,10 @@ package stats
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
@@ -70,8 +72,14 @@ kubelet_volume_stats_available_bytes{namespace="default",persistentvolumeclaim="
 		"kubelet_volume_stats_used_bytes", "kubelet_volume_stats_inodes_free", "kubelet_volume_stats_available_bytes"); err != nil {
 		t.Error(err)
 	}
+	// A scrape reads the claims' stats alone, not a whole summary.
+	f.clock.Step(time.Minute)
+	f.srv.ResetCalls()
 	if n := testutil.CollectAndCount(withVolumes.VolumeMetrics()); n != 12 {
 		t.Errorf("volume metrics: %d series, want 12 (6 per claim, 2 claims)", n)
+	}
+	if calls := f.srv.Calls(); slices.Contains(calls, "ListContainerStats") {
+		t.Errorf("a scrape of the volume metrics collected a summary: CRI calls %v", calls)
 	}
 	if n := testutil.CollectAndCount(f.provider().VolumeMetrics()); n != 0 {
 		t.Errorf("volume metrics without claims: %d series, want none", n)

@@ -323,10 +323,12 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		if (name == agentHeartlet || name == agentBase) && o.profileDir != "" {
 			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d", name, n)))
 		}
+		// The API server's counters are read outside the CPU windows:
+		// its metrics page costs it CPU of its own.
+		s0 := takeServerRequests(ctx, cs)
 		a0, c0 := cpuMs(pid), cpuMsAll(ctrdPid)
 		w0 := takeWholeCPU(o.controlPlanePidDir)
 		k0 := takeCalls(metricsURL)
-		s0 := takeServerRequests(ctx, cs)
 		start := time.Now()
 		times, err := podStartLatency(ctx, cs, co)
 		if err != nil {
@@ -362,10 +364,10 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		if (name == agentHeartlet || name == agentBase) && o.profileDir != "" {
 			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-delete", name, n)))
 		}
+		s2 := takeServerRequests(ctx, cs)
 		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
 		w2 := takeWholeCPU(o.controlPlanePidDir)
 		k2 := takeCalls(metricsURL)
-		s2 := takeServerRequests(ctx, cs)
 		start = time.Now()
 		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			return res, fmt.Errorf("delete bench pods: %w", err)
@@ -487,8 +489,8 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 			runtimeStartMs: -1, runtimeDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1,
 			apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}
 		base := idle()
+		s0 := takeServerRequests(ctx, cs) // outside the CPU windows, as in runAgent
 		w0 := takeWholeCPU(o.controlPlanePidDir)
-		s0 := takeServerRequests(ctx, cs)
 		start := time.Now()
 		errc := make(chan error, n)
 		for i := range n {
@@ -511,6 +513,7 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 		s1 := takeServerRequests(ctx, cs)
 		fmt.Printf("compare: api pods=%d API server requests per pod created (every client): %s\n", n, formatMethods(s1.since(s0, n)))
 		r.controlStartMs = (w1.control - w0.control - base*created.Seconds()/apiSettle.Seconds()) / float64(n)
+		w1 = takeWholeCPU(o.controlPlanePidDir) // the deletion's window starts after the read of s1
 
 		start = time.Now()
 		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
@@ -521,8 +524,9 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 		}
 		time.Sleep(apiSettle)
 		deleted := time.Since(start)
+		w2 := takeWholeCPU(o.controlPlanePidDir)
 		fmt.Printf("compare: api pods=%d API server requests per pod deleted (every client): %s\n", n, formatMethods(takeServerRequests(ctx, cs).since(s1, n)))
-		r.controlDeleteMs = (takeWholeCPU(o.controlPlanePidDir).control - w1.control - base*deleted.Seconds()/apiSettle.Seconds()) / float64(n)
+		r.controlDeleteMs = (w2.control - w1.control - base*deleted.Seconds()/apiSettle.Seconds()) / float64(n)
 		res.byN[n] = r
 		fmt.Printf("compare: api pods=%d control plane CPU per pod created=%.0fms deleted=%.0fms (idle %.0fms per %s subtracted)\n",
 			n, r.controlStartMs, r.controlDeleteMs, base, apiSettle)

@@ -63,6 +63,8 @@ type compareOptions struct {
 	profileDir              string
 	profileSeconds          int
 	keep                    bool
+	// verbosity is the agents' log verbosity (logging.verbosity).
+	verbosity int
 }
 
 // result is what one agent measured for one pod count. CPU figures are
@@ -82,6 +84,7 @@ type result struct {
 	memWithPods                      memory
 	trace                            stepTimes // heartlet only
 	traceMissing                     int
+	deleteTrace                      *steps // offsets from the delete call
 	apiPerMinWithPods, cpuPerMinPods float64
 }
 
@@ -137,7 +140,7 @@ func runCompare(o compareOptions) error {
 		return err
 	}
 	config := filepath.Join(dir, "kubelet-config.yaml")
-	if err := os.WriteFile(config, []byte(sharedConfig(o.endpoint, filepath.Join(dir, "logs"), port, roPort, o.profileDir != "")), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(sharedConfig(o.endpoint, filepath.Join(dir, "logs"), port, roPort, o.profileDir != "", o.verbosity)), 0o644); err != nil {
 		return err
 	}
 	// The image is present before any agent runs: no agent pays for a pull.
@@ -209,7 +212,8 @@ func needsCluster(agents []string) bool {
 // stays; the HTTPS server listens on loopback and answers anyone, as it
 // serves only the profiles the benchmark reads. Contention (block and
 // mutex) profiling, which costs CPU, is on only when profiles are asked for.
-func sharedConfig(endpoint, logs string, port, roPort int, contention bool) string {
+// verbosity is the log verbosity of both agents.
+func sharedConfig(endpoint, logs string, port, roPort int, contention bool, verbosity int) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: %s
@@ -229,7 +233,8 @@ authentication:
   webhook: {enabled: false}
 authorization: {mode: AlwaysAllow}
 enableContentionProfiling: %t
-`, endpoint, port, roPort, logs, contention)
+logging: {verbosity: %d}
+`, endpoint, port, roPort, logs, contention, verbosity)
 }
 
 func runtimeVersion(ctx context.Context, rs *runtime.Runtime) string {
@@ -368,7 +373,12 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
 		w2 := takeWholeCPU(o.controlPlanePidDir)
 		k2 := takeCalls(metricsURL)
+		dw, err := watchDeletion(ctx, cs, o.namespace)
+		if err != nil {
+			return res, err
+		}
 		start = time.Now()
+		dw.begin()
 		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			return res, fmt.Errorf("delete bench pods: %w", err)
 		}
@@ -376,6 +386,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 			return res, err
 		}
 		r.allDeleted = time.Since(start)
+		r.deleteTrace = dw.result()
 		a3, c3 := cpuMs(pid), cpuMsAll(ctrdPid)
 		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
 		r.apiCallsDelete, r.criCallsDelete, byMethod = takeCalls(metricsURL).since(k2, n)
@@ -594,6 +605,15 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 		start = time.Now()
 		errc := make(chan error, n)
 		var retried atomic.Int32
+		var (
+			stepsMu sync.Mutex
+			trace   = newSteps(floorDeleteSteps)
+		)
+		step := func(i int) {
+			stepsMu.Lock()
+			trace.add(i, time.Since(start))
+			stepsMu.Unlock()
+		}
 		for _, p := range pods {
 			go func() {
 				err := rs.StopContainer(ctx, p.container, floorStopTimeout)
@@ -605,10 +625,15 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 					err = rs.StopContainer(ctx, p.container, floorStopTimeout)
 				}
 				if err == nil {
+					step(0)
 					err = rs.StopPodSandbox(ctx, p.sandbox)
 				}
 				if err == nil {
+					step(1)
 					err = rs.RemovePodSandbox(ctx, p.sandbox)
+				}
+				if err == nil {
+					step(2)
 				}
 				errc <- err
 			}()
@@ -620,6 +645,8 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 			return nil, err
 		}
 		r.allDeleted = time.Since(start)
+		trace.sort()
+		r.deleteTrace = trace
 		r.runtimeDeleteMs = (cpuMsAll(ctrdPid) - c2) / float64(n)
 		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
 		if k := retried.Load(); k > 0 {
@@ -646,15 +673,21 @@ const floorStopTries = 3
 func floorStart(ctx context.Context, rs *runtime.Runtime, ns, name, image, logDir string) (sandbox, container string, err error) {
 	uid := string(uuid.NewUUID())
 	labels := map[string]string{runtime.LabelPodName: name, runtime.LabelPodNamespace: ns, runtime.LabelPodUID: uid}
+	// The pod's namespaces as both agents ask for them: the container has
+	// its own PID namespace, so `sleep` is its PID 1, ignores SIGTERM and
+	// is killed when the stop timeout ends, as the agents' pods are. (A
+	// container config without them shares the pause container's PID
+	// namespace, where SIGTERM ends `sleep` at once.)
+	namespaces := func() *runtimeapi.NamespaceOption {
+		return &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}
+	}
 	sb := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: ns, Uid: uid},
 		Hostname:     name,
 		LogDirectory: filepath.Join(logDir, uid),
 		Labels:       labels,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
-			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD},
-			},
+			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaces()},
 		},
 	}
 	if sandbox, err = rs.RunPodSandbox(ctx, sb, ""); err != nil {
@@ -667,7 +700,9 @@ func floorStart(ctx context.Context, rs *runtime.Runtime, ns, name, image, logDi
 		Command:  []string{"sleep", "3600"},
 		LogPath:  "c/0.log",
 		Labels:   cl,
-		Linux:    &runtimeapi.LinuxContainerConfig{},
+		Linux: &runtimeapi.LinuxContainerConfig{
+			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaces()},
+		},
 	}
 	if container, err = rs.CreateContainer(ctx, sandbox, cfg, sb); err != nil {
 		return sandbox, "", err
@@ -890,6 +925,13 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 		for _, n := range counts {
 			if r := a.byN[n]; r != nil && r.trace != nil {
 				printTrace(w, a.name, n, r.trace, r.traceMissing)
+			}
+		}
+	}
+	for _, a := range results {
+		for _, n := range counts {
+			if r := a.byN[n]; r != nil && r.deleteTrace != nil {
+				r.deleteTrace.print(w, fmt.Sprintf("%s, %d pods: deletion steps, offset from the delete call", a.name, n))
 			}
 		}
 	}

@@ -47,6 +47,7 @@ func main() {
 		apiPods  = flag.Int("api-pods", 30, "pods created at once through the API (-cluster)")
 		idle     = flag.Duration("idle", time.Minute, "idle window for counting API requests (-cluster)")
 		keep     = flag.Bool("keep", false, "keep heartlet's directory and log (-cluster, -compare)")
+		agentV   = flag.Int("agent-v", 0, "log verbosity of heartlet and the kubelet, with -keep to read their logs (-compare)")
 
 		compare  = flag.Bool("compare", false, "side by side: heartlet, the upstream kubelet and the CRI floor on the control plane of hack/kube.sh")
 		kubelet  = flag.String("kubelet", "/var/cache/heartlet/kube/v1.37.2/bin/kubelet", "upstream kubelet binary (-compare)")
@@ -71,7 +72,7 @@ func main() {
 			o.heartletBin, o.kubeletBin, o.baseBin, o.endpoint, o.image = *bin, *kubelet, *baseBin, *endpoint, *image
 			o.adminKubeconfig, o.nodeKC, o.nodeName = *admin, *nodeKC, *nodeName
 			o.idle, o.idleWithPods, o.namespace = *idle, *idleWP, "heartlet-bench"
-			o.containerdPidFile, o.profileDir, o.profileSeconds, o.keep = *ctrdPid, *profiles, *profSecs, *keep
+			o.containerdPidFile, o.profileDir, o.profileSeconds, o.keep, o.verbosity = *ctrdPid, *profiles, *profSecs, *keep, *agentV
 			o.controlPlanePidDir = *cpPids
 			if o.profileDir != "" {
 				err = os.MkdirAll(o.profileDir, 0o755)

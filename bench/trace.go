@@ -78,25 +78,12 @@ func readJournal(c *http.Client, url string) (*journal.PodJournal, error) {
 	return &pj, nil
 }
 
-// printTrace prints the p50, p90 and p99 offset of each start step from
-// the create call, and the p50 of the step's own share (the difference of
-// the p50s).
+// printTrace prints the start steps' offsets from the create call.
 func printTrace(w io.Writer, agent string, n int, st stepTimes, missing int) {
-	fmt.Fprintf(w, "\n%s, %d pods: start steps, offset from the create call (journals of %d pods)\n\n", agent, n, n-missing)
-	fmt.Fprintln(w, "| step | p50 | p90 | p99 | p50 − previous p50 |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
-	prev := time.Duration(0)
-	for i, d := range st {
-		name := "Running seen by a watch"
-		if i < len(traceSteps) {
-			name = traceSteps[i].name
-		}
-		if len(d) == 0 {
-			fmt.Fprintf(w, "| %s | – | – | – | – |\n", name)
-			continue
-		}
-		p50 := percentile(d, 50)
-		fmt.Fprintf(w, "| %s | %.2f s | %.2f s | %.2f s | %.2f s |\n", name, p50.Seconds(), percentile(d, 90).Seconds(), percentile(d, 99).Seconds(), (p50 - prev).Seconds())
-		prev = p50
+	names := make([]string, 0, len(traceSteps)+1)
+	for _, t := range traceSteps {
+		names = append(names, t.name)
 	}
+	s := &steps{names: append(names, "Running seen by a watch"), times: st}
+	s.print(w, fmt.Sprintf("%s, %d pods: start steps, offset from the create call (journals of %d pods)", agent, n, n-missing))
 }

@@ -274,6 +274,11 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 	cmd := exec.Command(bin, "--config", config, "--root-dir", root,
 		"--kubeconfig", o.nodeKC, "--hostname-override", o.nodeName)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if o.profileDir != "" && name != agentKubelet {
+		// A heap profile samples one allocation per 512 KiB by default,
+		// too coarse to tell what each of 100 pods holds.
+		cmd.Env = append(os.Environ(), "GODEBUG=memprofilerate=8192")
+	}
 	if err := cmd.Start(); err != nil {
 		return res, fmt.Errorf("start %s: %w", bin, err)
 	}

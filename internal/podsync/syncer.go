@@ -150,6 +150,13 @@ type Options struct {
 	// (cpuCFSQuotaPeriod), 100ms when 0.
 	DisableCPUQuota bool
 	CPUPeriod       time.Duration
+	// MaxParallelStarts bounds how many new pods create their sandbox and
+	// start their first containers at once (see startGate); 0 means two
+	// per CPU, at least 4; negative means no bound.
+	MaxParallelStarts int
+	// StartSlotHold is the longest one pod's start holds back the next
+	// ones; 0 means DefaultStartSlotHold.
+	StartSlotHold time.Duration
 	// MaxContainerRestartPeriod caps the crash-loop backoff
 	// (crashLoopBackOff.maxContainerRestartPeriod); 0 means 300 s.
 	MaxContainerRestartPeriod time.Duration
@@ -257,6 +264,8 @@ type Syncer struct {
 	status  StatusSink
 	clock   clock.Clock
 
+	// starts admits new pods' starts a few at a time.
+	starts *startGate
 	// crash holds its entries per pod; forgetPod drops them.
 	crash *podBackoff
 	lc    *lifecycleState
@@ -270,12 +279,20 @@ func New(opts Options, rt Runtime, cg Cgroups, st StatusSink) *Syncer {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	slots, hold := opts.MaxParallelStarts, opts.StartSlotHold
+	if slots == 0 {
+		slots = defaultStartSlots()
+	}
+	if hold <= 0 {
+		hold = DefaultStartSlotHold
+	}
 	return &Syncer{
 		opts:    opts,
 		rt:      rt,
 		cgroups: cg,
 		status:  st,
 		clock:   clk,
+		starts:  newStartGate(slots, hold, clk),
 		crash:   newPodBackoff(crashLoopBackoff(opts.MaxContainerRestartPeriod, clk)),
 		lc:      newLifecycleState(),
 	}
@@ -386,6 +403,15 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	}
 	sandboxID := acts.sandboxID
 	podIPs := rs.IPs()
+	// A new pod waits for a start slot until its first containers are
+	// started.
+	leaveStart := func() {}
+	if acts.createSandbox {
+		if leaveStart, err = s.starts.enter(ctx); err != nil {
+			return podworker.SyncResult{}, fmt.Errorf("wait to start pod %s: %w", klog.KObj(pod), err)
+		}
+		defer leaveStart()
+	}
 	if acts.createSandbox && s.opts.CheckDisk != nil {
 		if err := s.opts.CheckDisk(); err != nil {
 			s.event(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
@@ -456,6 +482,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 			errs = append(errs, err)
 		}
 	}
+	leaveStart()
 
 	for _, id := range acts.removeContainers {
 		if err := s.rt.RemoveContainer(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {

@@ -31,6 +31,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
 	"k8s.io/klog/v2"
 )
 
@@ -52,6 +54,20 @@ const (
 	maxBackoffDelay   = 3 * time.Second
 	minConnectTimeout = 5 * time.Second
 )
+
+// bufferPool holds the buffers responses are read into. gRPC's default
+// pool has no size between 32 KiB and 1 MiB, so every response above
+// 32 KiB (the relist's container and sandbox lists of a node with 100
+// pods) takes a 1 MiB buffer, cleared at each use and kept in the pool:
+// 2.1 MiB of the 10 MiB live heap of heartlet with 100 pods. Sizes by
+// powers of two up to 1 MiB waste at most half.
+var bufferPool = func() mem.BufferPool {
+	p, err := mem.NewBinaryTieredBufferPool(8, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20)
+	if err != nil {
+		panic(fmt.Sprintf("gRPC buffer pool: %v", err))
+	}
+	return p
+}()
 
 // socketPath returns the path of the unix socket endpoint names:
 // unix:///path, or a bare absolute path.
@@ -95,6 +111,7 @@ func dial(endpoint string, timeout time.Duration) (*grpc.ClientConn, error) {
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
 		grpc.WithConnectParams(params),
+		experimental.WithBufferPool(bufferPool),
 	)
 }
 

@@ -928,3 +928,16 @@ func TestClose(t *testing.T) {
 		t.Errorf("ImageFsInfo after Close = %v, want Canceled (connection closing)", err)
 	}
 }
+
+func TestBufferPoolFitsListResponses(t *testing.T) {
+	for _, size := range []int{100, 5 << 10, 40 << 10, 60 << 10, 100 << 10, 300 << 10, 900 << 10, 2 << 20} {
+		b := bufferPool.Get(size)
+		if len(*b) != size {
+			t.Errorf("Get(%d) gave %d bytes", size, len(*b))
+		}
+		if c := cap(*b); c >= 2*size && size > 256 {
+			t.Errorf("Get(%d) holds %d bytes, twice or more what it needs", size, c)
+		}
+		bufferPool.Put(b)
+	}
+}

@@ -455,6 +455,15 @@ func (s *Syncer) syncPod(ctx context.Context, pod, target *v1.Pod, st v1.PodStat
 	deleting := !static && !isMirror(pod) && s.opts.CanDelete != nil &&
 		(pod.DeletionTimestamp != nil || (cached != nil && cached.DeletionTimestamp != nil)) &&
 		s.opts.CanDelete(pod.UID)
+	if deleting {
+		// The workers set a pod's final status before they finish it, and
+		// may have finished it after the round read its status: read it
+		// again, so that the status written before the delete is the
+		// final one.
+		if _, latest, v, ok := s.m.podWithStatus(pod.UID); ok {
+			st, version = latest, v
+		}
+	}
 	if full && cached != nil && rec.api != nil && version <= rec.version {
 		if !statusEqual(&cached.Status, rec.api) {
 			logger.V(3).Info("Pod status in the API differs from the last one written, resending")

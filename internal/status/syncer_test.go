@@ -594,6 +594,38 @@ func TestSyncerSendsFinalStatusBeforeDelete(t *testing.T) {
 	}
 }
 
+// The workers may finish a pod, and set its final status, after a round
+// has read the pod's status and before it asks whether the pod may be
+// deleted: the final status is still written before the delete.
+func TestSyncerFinalStatusSetDuringTheRound(t *testing.T) {
+	deleted := metav1.NewTime(t0)
+	pod := boundPod("default", "web", "uid-1")
+	pod.DeletionTimestamp = &deleted
+	var (
+		e                 *syncerEnv
+		stopping, stopped bool
+	)
+	e = newSyncerEnv(t, SyncerOptions{CanDelete: func(types.UID) bool {
+		if stopping && !stopped {
+			// The pod worker: the containers are stopped, the final
+			// status set, then the pod is terminated.
+			stopped = true
+			e.m.SetPodStatus(pod, terminatedStatus(v1.PodFailed, 137))
+		}
+		return stopped
+	}}, pod)
+	e.m.SetPodStatus(pod, runningStatus(t0))
+	e.round(t, false) // the Running status
+	stopping = true
+	acts := e.round(t, false)
+	if !sameVerbs(verbs(acts), []string{"patch/status", "delete"}) {
+		t.Fatalf("actions = %v, want the final status patch then the delete", verbs(acts))
+	}
+	if p := string(patches(acts)[0].GetPatch()); !strings.Contains(p, `"phase":"Failed"`) {
+		t.Errorf("the patch before the delete, %s, is not the final status", p)
+	}
+}
+
 func TestSyncerDeleteErrors(t *testing.T) {
 	gr := schema.GroupResource{Resource: "pods"}
 	tests := []struct {

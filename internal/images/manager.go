@@ -18,6 +18,7 @@ import (
 
 	"github.com/heartlet/heartlet/internal/journal"
 	"github.com/heartlet/heartlet/internal/metrics"
+	"github.com/heartlet/heartlet/internal/podspec"
 )
 
 // The errors of EnsureImage: each failure wraps exactly one of them, and
@@ -187,7 +188,7 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	image, err := NormalizeImage(c.Image)
 	if err != nil {
 		msg := fmt.Sprintf("Failed to apply default image tag %q: %v", c.Image, err)
-		m.event(pod, v1.EventTypeWarning, "InspectFailed", "%s", msg)
+		m.event(pod, c.Name, v1.EventTypeWarning, "InspectFailed", "%s", msg)
 		m.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Reason: ErrInvalidImageName.Error(), Message: msg})
 		return "", failure(ErrInvalidImageName, err, "%s", msg)
 	}
@@ -198,12 +199,16 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 			return "", failure(ErrImagePull, err, "image status of %s: %v", c.Image, err)
 		}
 		if ref != "" {
+			// As upstream without its re-verification of pull
+			// credentials per pod (KubeletEnsureSecretPulledImages),
+			// which heartlet does not do.
+			m.event(pod, c.Name, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
 			m.ensured(ref)
 			return ref, nil
 		}
 		if policy == v1.PullNever {
-			msg := fmt.Sprintf("container image %q is not present with pull policy of Never", c.Image)
-			m.event(pod, v1.EventTypeWarning, ErrImageNeverPull.Error(), "%s", msg)
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			m.event(pod, c.Name, v1.EventTypeWarning, ErrImageNeverPull.Error(), "%s", msg)
 			m.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Reason: ErrImageNeverPull.Error(), Message: msg})
 			return "", failure(ErrImageNeverPull, nil, "%s", msg)
 		}
@@ -213,13 +218,13 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		m.mu.Lock()
 		last := m.failed[pod.UID][key]
 		m.mu.Unlock()
-		m.event(pod, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", c.Image)
+		m.event(pod, c.Name, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", c.Image)
 		err := failure(ErrImagePullBackOff, nil, "back-off pulling image %q: %s", c.Image, last)
 		m.note(pod, journal.Entry{Kind: journal.KindBackoff, Container: c.Name, Reason: ErrImagePullBackOff.Error(), Message: err.Error()})
 		return "", err
 	}
 	logger.Info("Pulling image", "image", c.Image)
-	m.event(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
+	m.event(pod, c.Name, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
 	start := m.clock.Now()
 	if m.opts.Pulls != nil {
 		m.opts.Pulls.PullStarted(pod.UID)
@@ -236,7 +241,7 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		}
 		m.failed[pod.UID][key] = err.Error()
 		m.mu.Unlock()
-		m.event(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
+		m.event(pod, c.Name, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		m.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Reason: ErrImagePull.Error(), Message: fmt.Sprintf("pull of %q failed: %v", c.Image, err),
 			Duration: m.clock.Since(start), NextRetry: m.clock.Now().Add(m.pulls.Get(key))})
 		return "", failure(ErrImagePull, err, "pull image %q: %v", c.Image, err)
@@ -249,7 +254,7 @@ func (m *Manager) EnsureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	}
 	metrics.ImagePullDuration.WithLabelValues(metrics.ImageSizeBucket(size)).Observe(took.Seconds())
 	logger.Info("Pulled image", "image", c.Image, "duration", pulling, "durationWithWait", took, "size", size)
-	m.event(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
+	m.event(pod, c.Name, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.",
 		c.Image, pulling.Truncate(time.Millisecond), took.Truncate(time.Millisecond), size)
 	m.note(pod, journal.Entry{Kind: journal.KindImage, Container: c.Name, Message: fmt.Sprintf("pulled %q (%d bytes, %s including waiting)", c.Image, size, took.Truncate(time.Millisecond)), Duration: pulling})
 	m.ensured(ref)
@@ -333,8 +338,10 @@ func (m *Manager) note(pod *v1.Pod, e journal.Entry) {
 	}
 }
 
-func (m *Manager) event(pod *v1.Pod, eventtype, reason, format string, args ...any) {
+// event records an event about the image of one of the pod's containers,
+// on the pod with the container's field path, as upstream.
+func (m *Manager) event(pod *v1.Pod, container, eventtype, reason, format string, args ...any) {
 	if m.opts.Recorder != nil {
-		m.opts.Recorder.Eventf(pod, eventtype, reason, format, args...)
+		m.opts.Recorder.Eventf(podspec.EventObject(pod, container), eventtype, reason, format, args...)
 	}
 }

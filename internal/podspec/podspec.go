@@ -1,7 +1,8 @@
 // Package podspec is the one home of the facts about a pod's spec and
 // status that several domains ask about: whether an init container is a
-// sidecar, whether a pod's phase is final and whether an exited container
-// runs again. It depends on the API types only, so every domain package
+// sidecar, whether a pod's phase is final, whether an exited container
+// runs again and what an event about one of its containers refers to. It
+// depends on the API types and apimachinery only, so every domain package
 // may import it.
 package podspec
 

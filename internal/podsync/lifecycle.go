@@ -119,7 +119,7 @@ func (s *Syncer) killContainer(ctx context.Context, pod *v1.Pod, name, id string
 	}
 	logger.Info("Killing container", "gracePeriod", grace, "reason", message)
 	if len(pod.Spec.Containers) > 0 { // not for orphans known only from the runtime
-		s.event(pod, v1.EventTypeNormal, "Killing", "%s", message)
+		s.containerEvent(pod, name, v1.EventTypeNormal, "Killing", "%s", message)
 		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: name, Reason: "Killing", Message: fmt.Sprintf("killing container (grace period %s): %s", grace, message)})
 	}
 	if spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil && grace > 0 {
@@ -152,7 +152,7 @@ func (s *Syncer) runPreStop(ctx context.Context, pod *v1.Pod, spec *v1.Container
 		if _, err := s.runHook(ctx, pod, spec, id, spec.Lifecycle.PreStop); err != nil {
 			logger.Error(err, "PreStop hook failed")
 			// The hook's output is not put in the event: it may hold secrets.
-			s.event(pod, v1.EventTypeWarning, EventFailedPreStopHook, "PreStopHook failed")
+			s.containerEvent(pod, spec.Name, v1.EventTypeWarning, EventFailedPreStopHook, "PreStopHook failed")
 		}
 	}()
 	select {
@@ -178,7 +178,7 @@ func (s *Syncer) runPostStart(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	}
 	logger.Error(err, "Failed to execute PostStartHook")
 	// The hook's output is not put in the event: it may hold secrets.
-	s.event(pod, v1.EventTypeWarning, EventFailedPostStartHook, "PostStartHook failed")
+	s.containerEvent(pod, c.Name, v1.EventTypeWarning, EventFailedPostStartHook, "PostStartHook failed")
 	if kerr := s.killContainer(ctx, pod, c.Name, id, gracePeriod(pod), EventFailedPostStartHook); kerr != nil {
 		logger.Error(kerr, "Failed to kill container after its postStart hook failed")
 	}

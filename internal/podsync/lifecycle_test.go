@@ -22,16 +22,36 @@ import (
 	"github.com/heartlet/heartlet/internal/podworker"
 )
 
-// events collects the events the syncer records, as "Reason: message".
+// events collects the events the syncer records, as "Reason: message",
+// and what each is about.
 type events struct {
 	mu   sync.Mutex
 	list []string
+	// paths are the events' field paths ("" for one on the pod itself).
+	paths []string
 }
 
-func (e *events) Eventf(_ k8sruntime.Object, _, reason, format string, args ...any) {
+func (e *events) Eventf(obj k8sruntime.Object, _, reason, format string, args ...any) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.list = append(e.list, reason+": "+fmt.Sprintf(format, args...))
+	path := ""
+	if ref, ok := obj.(*v1.ObjectReference); ok {
+		path = ref.FieldPath
+	}
+	e.paths = append(e.paths, path)
+}
+
+// pathOf returns the field path of the first event ev, and whether there
+// is one.
+func (e *events) pathOf(ev string) (string, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i := slices.Index(e.list, ev)
+	if i < 0 {
+		return "", false
+	}
+	return e.paths[i], true
 }
 
 func (e *events) all() []string {
@@ -176,9 +196,15 @@ func TestPostStartFailureKillsAndRestarts(t *testing.T) {
 			all := ev.all()
 			fi := slices.Index(all, "FailedPostStartHook: PostStartHook failed")
 			ki := slices.Index(all, "Killing: FailedPostStartHook")
-			si := slices.Index(all, "Started: Started container app")
+			si := slices.Index(all, "Started: Container started")
 			if si < 0 || fi < si || ki < fi {
 				t.Errorf("events %q: want Started, FailedPostStartHook, Killing in order", all)
+			}
+			// As upstream, each is about the container.
+			for _, e := range []string{"Created: Container created", "Started: Container started", "FailedPostStartHook: PostStartHook failed", "Killing: FailedPostStartHook"} {
+				if p, ok := ev.pathOf(e); !ok || p != "spec.containers{app}" {
+					t.Errorf("event %q is about %q (found: %v), want spec.containers{app}", e, p, ok)
+				}
 			}
 			st, _ := h.status.GetPodStatus(pod.UID)
 			w := findStatus(st, "app").State.Waiting

@@ -352,7 +352,7 @@ func (s *Syncer) SyncPod(ctx context.Context, t podworker.UpdateType, pod *v1.Po
 	waitingFor := acts.waiting
 	for name, w := range waitingFor {
 		if w.reason == ReasonCrashLoopBackOff {
-			s.event(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", name, klog.KObj(pod))
+			s.containerEvent(pod, name, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", name, klog.KObj(pod))
 			s.note(pod, journal.Entry{Kind: journal.KindBackoff, Container: name, Reason: w.reason, Message: "back-off restarting failed container", NextRetry: s.clock.Now().Add(w.hold)})
 		}
 	}
@@ -529,34 +529,34 @@ func (s *Syncer) startContainer(ctx context.Context, pod *v1.Pod, st startAction
 		s.crash.next(pod.UID, st.backoffKey, st.finishedAt)
 	}
 	if st.targetErr != "" {
-		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %s", st.targetErr)
+		s.containerEvent(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: %s", st.targetErr)
 		return ReasonCreateContainerConfigError, st.targetErr, fmt.Errorf("configure container %s: %s", c.Name, st.targetErr)
 	}
 	cfg, err := s.containerConfig(ctx, pod, c, st.init, st.restartCount, image, podIPs)
 	if err != nil {
-		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.containerEvent(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Reason: ReasonCreateContainerConfigError, Message: "container not configured: " + err.Error()})
 		return ReasonCreateContainerConfigError, err.Error(), fmt.Errorf("configure container %s: %w", c.Name, err)
 	}
 	if err := resolveImageMounts(cfg.Mounts, volumeImages); err != nil {
-		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.containerEvent(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		return ReasonCreateContainerConfigError, err.Error(), fmt.Errorf("configure container %s: %w", c.Name, err)
 	}
 	targetPIDNamespace(cfg, st.targetID)
 	id, err := s.rt.CreateContainer(ctx, sandboxID, cfg, sbCfg)
 	if err != nil {
-		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.containerEvent(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Reason: ReasonCreateContainerError, Message: "container not created: " + err.Error()})
 		return ReasonCreateContainerError, err.Error(), fmt.Errorf("create container %s: %w", c.Name, err)
 	}
-	s.event(pod, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)
+	s.containerEvent(pod, c.Name, v1.EventTypeNormal, "Created", "Container created")
 	s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Message: fmt.Sprintf("container created (restart count %d)", st.restartCount)})
 	if err := s.rt.StartContainer(ctx, id); err != nil {
-		s.event(pod, v1.EventTypeWarning, "Failed", "Error: %v", err)
+		s.containerEvent(pod, c.Name, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Reason: ReasonRunContainerError, Message: "container not started: " + err.Error()})
 		return ReasonRunContainerError, err.Error(), fmt.Errorf("start container %s: %w", c.Name, err)
 	}
-	s.event(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	s.containerEvent(pod, c.Name, v1.EventTypeNormal, "Started", "Container started")
 	s.note(pod, journal.Entry{Kind: journal.KindContainer, Container: c.Name, Message: "container started"})
 	logger.Info("Started container", "containerID", id, "restartCount", st.restartCount)
 	if s.opts.Started != nil && cfg.LogPath != "" {
@@ -776,6 +776,14 @@ func (s *Syncer) note(pod *v1.Pod, e journal.Entry) {
 func (s *Syncer) event(pod *v1.Pod, eventtype, reason, format string, args ...any) {
 	if s.opts.Recorder != nil {
 		s.opts.Recorder.Eventf(pod, eventtype, reason, format, args...)
+	}
+}
+
+// containerEvent records an event about one of the pod's containers, on
+// the pod with the container's field path, as upstream.
+func (s *Syncer) containerEvent(pod *v1.Pod, container, eventtype, reason, format string, args ...any) {
+	if s.opts.Recorder != nil {
+		s.opts.Recorder.Eventf(podspec.EventObject(pod, container), eventtype, reason, format, args...)
 	}
 }
 

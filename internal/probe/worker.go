@@ -328,9 +328,11 @@ func (w *worker) note(pod *v1.Pod, e journal.Entry) {
 	}
 }
 
+// event records a warning about the probed container, on the pod with the
+// container's field path, as upstream.
 func (w *worker) event(pod *v1.Pod, reason, format string, args ...any) {
 	if w.m.opts.Recorder != nil {
-		w.m.opts.Recorder.Eventf(pod, v1.EventTypeWarning, reason, format, args...)
+		w.m.opts.Recorder.Eventf(podspec.EventObject(pod, w.container.Name), v1.EventTypeWarning, reason, format, args...)
 	}
 }
 

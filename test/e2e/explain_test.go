@@ -225,7 +225,7 @@ func TestClusterNodePageEvents(t *testing.T) {
 	}))
 	waitAPIPodRunning(t, h, "npev-ok")
 	want := []string{
-		"Pod default/npev-ok", "Started", "Started container main",
+		"Pod default/npev-ok", "Started", "Container started",
 		"Pod default/npev-crash", "BackOff", "Back-off restarting failed container crash",
 	}
 	var text string

@@ -445,10 +445,12 @@ func TestClusterLifecycle(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		okFailed := len(failed) > 0 && failed[0].Message == "PostStartHook failed" && failed[0].Type == v1.EventTypeWarning
+		// As upstream, both are about the container (its field path).
+		okFailed := len(failed) > 0 && failed[0].Message == "PostStartHook failed" && failed[0].Type == v1.EventTypeWarning &&
+			failed[0].InvolvedObject.FieldPath == "spec.containers{main}"
 		okKilling := false
 		for _, e := range killing {
-			if e.Message == "FailedPostStartHook" {
+			if e.Message == "FailedPostStartHook" && e.InvolvedObject.FieldPath == "spec.containers{main}" {
 				okKilling = true
 			}
 		}

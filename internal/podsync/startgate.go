@@ -17,8 +17,8 @@ const (
 	startSlotsPerCPU = 2
 	// minStartSlots is the least number of slots.
 	minStartSlots = 4
-	// DefaultStartSlotHold is the longest a pod keeps its slot.
-	DefaultStartSlotHold = 5 * time.Second
+	// startSlotHold is the longest a pod keeps its slot.
+	startSlotHold = 5 * time.Second
 )
 
 // defaultStartSlots is the number of start slots on this machine.

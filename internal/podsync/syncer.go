@@ -150,13 +150,6 @@ type Options struct {
 	// (cpuCFSQuotaPeriod), 100ms when 0.
 	DisableCPUQuota bool
 	CPUPeriod       time.Duration
-	// MaxParallelStarts bounds how many new pods create their sandbox and
-	// start their first containers at once (see startGate); 0 means two
-	// per CPU, at least 4; negative means no bound.
-	MaxParallelStarts int
-	// StartSlotHold is the longest one pod's start holds back the next
-	// ones; 0 means DefaultStartSlotHold.
-	StartSlotHold time.Duration
 	// MaxContainerRestartPeriod caps the crash-loop backoff
 	// (crashLoopBackOff.maxContainerRestartPeriod); 0 means 300 s.
 	MaxContainerRestartPeriod time.Duration
@@ -279,20 +272,13 @@ func New(opts Options, rt Runtime, cg Cgroups, st StatusSink) *Syncer {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	slots, hold := opts.MaxParallelStarts, opts.StartSlotHold
-	if slots == 0 {
-		slots = defaultStartSlots()
-	}
-	if hold <= 0 {
-		hold = DefaultStartSlotHold
-	}
 	return &Syncer{
 		opts:    opts,
 		rt:      rt,
 		cgroups: cg,
 		status:  st,
 		clock:   clk,
-		starts:  newStartGate(slots, hold, clk),
+		starts:  newStartGate(defaultStartSlots(), startSlotHold, clk),
 		crash:   newPodBackoff(crashLoopBackoff(opts.MaxContainerRestartPeriod, clk)),
 		lc:      newLifecycleState(),
 	}

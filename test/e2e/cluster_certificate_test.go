@@ -72,6 +72,8 @@ func createBootstrapToken(t *testing.T) (id, token string) {
 		t.Fatal(err)
 	}
 	h := hex.EncodeToString(b)
+	// Quoted in the manifest: a hex string may read as a YAML number
+	// ("123456", "12e345").
 	id, secret := h[:6], h[6:22]
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Secret
@@ -80,9 +82,9 @@ metadata:
   namespace: kube-system
 type: bootstrap.kubernetes.io/token
 stringData:
-  token-id: %s
-  token-secret: %s
-  expiration: %s
+  token-id: %q
+  token-secret: %q
+  expiration: %q
   usage-bootstrap-authentication: "true"
   usage-bootstrap-signing: "true"
   auth-extra-groups: %s

@@ -460,6 +460,20 @@ func TestClusterLifecycle(t *testing.T) {
 		cs := statusOf(p, "main")
 		return cs != nil && cs.RestartCount >= 1
 	})
+	// The restart found the image on the node: as upstream, a Pulled
+	// event about the container says so.
+	waitFor(t, podStartTimeout, "a Pulled event for the image already present", func() (bool, string) {
+		pulled, err := podEvents("api-poststart-fail", "Pulled")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range pulled {
+			if strings.HasSuffix(e.Message, "already present on machine") && e.InvolvedObject.FieldPath == "spec.containers{main}" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("Pulled events %v", eventMessages(pulled))
+	})
 
 	p := waitAPIPod(t, h, "api-term-msg", podStartTimeout, "to fail with its termination message", func(p *v1.Pod) bool {
 		cs := statusOf(p, "main")

@@ -55,12 +55,13 @@ const (
 	minConnectTimeout = 5 * time.Second
 )
 
-// bufferPool holds the buffers responses are read into. gRPC's default
-// pool has no size between 32 KiB and 1 MiB, so every response above
-// 32 KiB (the relist's container and sandbox lists of a node with 100
-// pods) takes a 1 MiB buffer, cleared at each use and kept in the pool:
-// 2.1 MiB of the 10 MiB live heap of heartlet with 100 pods. Sizes by
-// powers of two up to 1 MiB waste at most half.
+// bufferPool holds the buffers responses are read into (the transport's
+// frames, and through codec the joined responses). gRPC's default pool has
+// no size between 32 KiB and 1 MiB, so every response above 32 KiB (the
+// relist's container and sandbox lists of a node with 100 pods) takes a
+// 1 MiB buffer, cleared at each use and kept in the pool: 2.1 MiB of the
+// 10 MiB live heap of heartlet with 100 pods. Sizes by powers of two up to
+// 1 MiB waste at most half.
 var bufferPool = func() mem.BufferPool {
 	p, err := mem.NewBinaryTieredBufferPool(8, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20)
 	if err != nil {
@@ -109,7 +110,7 @@ func dial(endpoint string, timeout time.Duration) (*grpc.ClientConn, error) {
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", addr)
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize), grpc.ForceCodecV2(newCodec(bufferPool))),
 		grpc.WithConnectParams(params),
 		experimental.WithBufferPool(bufferPool),
 	)

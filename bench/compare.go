@@ -562,8 +562,8 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 // at once with floorStopTimeout and removes them. It is the time the
 // runtime alone needs. Starting every pod of a burst at once is not the
 // runtime's fastest way on a small machine: the pods share the CPUs and all
-// finish late (at 100 pods on 2 CPUs, all at once took 1.3–1.5× as long
-// as a few at a time).
+// finish late (at 100 pods on 2 CPUs, all at once, the p50 was twice that
+// of 4 at a time, for the same time until every pod ran).
 func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agentResult, error) {
 	ns := o.namespace + "-floor"
 	res := &agentResult{name: agentFloor, byN: map[int]*result{}, version: "in-process CRI client, all pods at once"}

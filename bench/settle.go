@@ -18,7 +18,7 @@ import (
 // cgroup v1 keeps a deleted memory cgroup (offline, but still walked by
 // the kernel's reclaim and statistics code) as long as page cache or slab
 // objects are charged to it, and on this machine a few thousand of them
-// made the agent that ran second 15–35 % slower than the same agent run
+// made the agent that ran second 10–50 % slower than the same agent run
 // first. It prints the memory cgroup count before and after; an error is
 // printed and the comparison goes on. The binaries of every agent are read
 // from disk again after it, alike.

@@ -62,13 +62,30 @@ const (
 // 1 MiB buffer, cleared at each use and kept in the pool: 2.1 MiB of the
 // 10 MiB live heap of heartlet with 100 pods. Sizes by powers of two up to
 // 1 MiB waste at most half.
-var bufferPool = func() mem.BufferPool {
+// Buffers above 1 MiB (a response of thousands of containers) are not
+// kept: gRPC's pool would hand such a buffer, whatever its size, to any
+// later request above 1 MiB, and keep it until the GC clears the pool.
+var bufferPool mem.BufferPool = func() mem.BufferPool {
 	p, err := mem.NewBinaryTieredBufferPool(8, 10, 12, 13, 14, 15, 16, 17, 18, 19, 20)
 	if err != nil {
 		panic(fmt.Sprintf("gRPC buffer pool: %v", err))
 	}
-	return p
+	return boundedPool{BufferPool: p, max: 1 << 20}
 }()
+
+// boundedPool is a buffer pool that keeps no buffer larger than max.
+type boundedPool struct {
+	mem.BufferPool
+	max int
+}
+
+// Put keeps b only when it is at most max bytes large.
+func (p boundedPool) Put(b *[]byte) {
+	if cap(*b) > p.max {
+		return
+	}
+	p.BufferPool.Put(b)
+}
 
 // socketPath returns the path of the unix socket endpoint names:
 // unix:///path, or a bare absolute path.

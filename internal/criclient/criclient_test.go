@@ -940,4 +940,11 @@ func TestBufferPoolFitsListResponses(t *testing.T) {
 		}
 		bufferPool.Put(b)
 	}
+	// A buffer above the largest size class is not kept for a later,
+	// smaller request above it.
+	big := bufferPool.Get(6 << 20)
+	bufferPool.Put(big)
+	if b := bufferPool.Get(2 << 20); cap(*b) >= 4<<20 {
+		t.Errorf("Get(2 MiB) after a 6 MiB buffer was returned holds %d bytes", cap(*b))
+	}
 }

@@ -506,6 +506,7 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 		return takeWholeCPU(o.controlPlanePidDir).control - w0.control
 	}
 	for _, n := range o.counts {
+		waitQuiet(os.Stdout, fmt.Sprintf("%s pods=%d", agentAPI, n))
 		r := &result{n: n, p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
 			runtimeStartMs: -1, runtimeDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1,
 			apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}

@@ -45,7 +45,6 @@ func settleMachine(w io.Writer, agent string) {
 		}
 	}
 	fmt.Fprintf(w, "compare: %s: caches dropped, memory cgroups %d → %d in %.1f s\n", agent, before, after, time.Since(start).Seconds())
-	waitQuiet(w, agent)
 }
 
 // Quiet is a machine whose CPUs are less than quietBusy busy in each of
@@ -57,7 +56,8 @@ const (
 	quietMax     = time.Minute
 )
 
-// waitQuiet waits, at most quietMax, until the machine is quiet: the
+// waitQuiet waits, at most quietMax, until the machine is quiet, before
+// each burst of every agent: the
 // kernel tears down the network namespaces of deleted pods in the
 // background (and containerd collects its garbage), which takes CPU from
 // whatever runs next for seconds after a burst of deletions.

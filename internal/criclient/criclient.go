@@ -62,6 +62,7 @@ const (
 // 1 MiB buffer, cleared at each use and kept in the pool: 2.1 MiB of the
 // 10 MiB live heap of heartlet with 100 pods. Sizes by powers of two up to
 // 1 MiB waste at most half.
+//
 // Buffers above 1 MiB (a response of thousands of containers) are not
 // kept: gRPC's pool would hand such a buffer, whatever its size, to any
 // later request above 1 MiB, and keep it until the GC clears the pool.

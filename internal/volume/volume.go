@@ -402,9 +402,10 @@ func (m *Manager) Forget(uid types.UID) {
 
 // Cleanup unmounts the pod's subPath mounts and removes their directory,
 // then unmounts every other mount below the pod's directory (deepest
-// first), then removes <RootDir>/pods/<uid> and forgets the pod. When an
-// unmount fails nothing more is removed, so that no content of a
-// still-mounted filesystem is deleted; the call can be retried. It is
+// first), then removes <RootDir>/pods/<uid> and forgets the pod. No
+// content of a still-mounted filesystem is deleted: when an unmount fails
+// the call fails, having removed at most what lies outside every mount,
+// and can be retried. It is
 // idempotent and safe without Prepare, and after a restart of heartlet
 // (everything is found on disk and in the mount table).
 func (m *Manager) Cleanup(ctx context.Context, uid types.UID) error {
@@ -422,11 +423,31 @@ func (m *Manager) Cleanup(ctx context.Context, uid types.UID) error {
 	if err := m.tearDownPlugins(ctx, uid); err != nil {
 		return err
 	}
-	if err := m.unmountBelow(ctx, podDir); err != nil {
+	return m.removePodDir(ctx, podDir)
+}
+
+// removePodDir unmounts whatever is mounted at or below dir and removes
+// it. With a Mounter that can remove a tree without crossing mounts, the
+// mount table is read only when that removal meets a mount point.
+func (m *Manager) removePodDir(ctx context.Context, dir string) error {
+	remove := os.RemoveAll
+	if r, ok := m.mounter.(treeRemover); ok {
+		err := r.RemoveTree(dir)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errMountBelow):
+			klog.FromContext(ctx).V(4).Info("Mount point in the pod directory", "path", dir, "err", err)
+			remove = r.RemoveTree
+		case !errors.Is(err, errNoMountID):
+			return fmt.Errorf("remove pod directory %s: %w", dir, err)
+		}
+	}
+	if err := m.unmountBelow(ctx, dir); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(podDir); err != nil {
-		return fmt.Errorf("remove pod directory %s: %w", podDir, err)
+	if err := remove(dir); err != nil {
+		return fmt.Errorf("remove pod directory %s: %w", dir, err)
 	}
 	return nil
 }

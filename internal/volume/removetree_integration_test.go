@@ -5,8 +5,10 @@ package volume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync/atomic"
 	"testing"
 
@@ -64,40 +66,72 @@ func bindMount(t *testing.T, source, target string) {
 	}
 }
 
-// TestIntegrationRemoveTreeStopsAtMounts plants mounts in a pod directory
-// as a container with bidirectional mount propagation, or a volume
-// plugin, could: RemoveTree must stop at each without deleting anything
-// through it. The bind mounts come from the same filesystem as the pod
-// directory, so a check of the device number alone (st_dev) would walk
-// through them and delete the host's files.
-func TestIntegrationRemoveTreeStopsAtMounts(t *testing.T) {
+func mountTmpfs(t *testing.T, dir string) {
+	t.Helper()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount tmpfs on %s: %v", dir, err)
+	}
+}
+
+// TestIntegrationRemoveTreeUnmounts plants mounts in a pod directory as a
+// volume, or a container with bidirectional mount propagation, could.
+// RemoveTree unmounts those it can unmount on its own and stops at the
+// others (errMountBelow), and never deletes anything through a mount. The
+// bind mounts come from the same filesystem as the pod directory, so a
+// check of the device number alone (st_dev) would walk through them and
+// delete the host's files.
+func TestIntegrationRemoveTreeUnmounts(t *testing.T) {
+	scratch := "volumes/kubernetes.io~empty-dir/scratch"
 	tests := []struct {
 		name  string
 		plant func(t *testing.T, r *removeTreeRig) // mounts on r.pod's content
+		// stops: RemoveTree cannot unmount everything on its own.
+		stops bool
 	}{
-		{"bind mount of a host directory", func(t *testing.T, r *removeTreeRig) {
-			dir := filepath.Join(r.pod, "volumes/kubernetes.io~empty-dir/scratch/escape")
+		{name: "bind mount of a host directory", plant: func(t *testing.T, r *removeTreeRig) {
+			dir := filepath.Join(r.pod, scratch, "escape")
 			mkdirs(t, dir)
-			writeTestFiles(t, filepath.Join(r.pod, "volumes/kubernetes.io~empty-dir/scratch/own"))
+			writeTestFiles(t, filepath.Join(r.pod, scratch, "own"))
 			bindMount(t, r.host, dir)
 		}},
-		{"bind mount of a host file", func(t *testing.T, r *removeTreeRig) {
+		{name: "a host directory mounted twice on one path", plant: func(t *testing.T, r *removeTreeRig) {
+			dir := filepath.Join(r.pod, scratch, "escape")
+			mkdirs(t, dir)
+			bindMount(t, r.host, dir)
+			bindMount(t, r.host, dir)
+		}},
+		{name: "tmpfs volume", plant: func(t *testing.T, r *removeTreeRig) {
+			dir := filepath.Join(r.pod, "volumes/kubernetes.io~secret/s")
+			mkdirs(t, dir)
+			mountTmpfs(t, dir)
+			mkdirs(t, filepath.Join(dir, "..data"))
+			writeTestFiles(t, filepath.Join(dir, "..data/key"))
+		}},
+		{name: "the pod directory itself", plant: func(t *testing.T, r *removeTreeRig) {
+			bindMount(t, r.host, r.pod)
+		}},
+		{name: "bind mount of a host file", stops: true, plant: func(t *testing.T, r *removeTreeRig) {
 			dir := filepath.Join(r.pod, "volume-subpaths/v/c")
 			mkdirs(t, dir)
 			writeTestFiles(t, filepath.Join(dir, "0"))
 			bindMount(t, r.hostFile, filepath.Join(dir, "0"))
 		}},
-		{"bind mount inside a tmpfs", func(t *testing.T, r *removeTreeRig) {
+		{name: "bind mount inside a tmpfs", stops: true, plant: func(t *testing.T, r *removeTreeRig) {
 			dir := filepath.Join(r.pod, "volumes/kubernetes.io~empty-dir/mem")
 			mkdirs(t, dir)
-			if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-				t.Fatalf("mount tmpfs: %v", err)
-			}
+			mountTmpfs(t, dir)
 			mkdirs(t, filepath.Join(dir, "in"))
 			bindMount(t, r.host, filepath.Join(dir, "in"))
 		}},
-		{"the pod directory itself", func(t *testing.T, r *removeTreeRig) {
-			bindMount(t, r.host, r.pod)
+		{name: "a mount in use", stops: true, plant: func(t *testing.T, r *removeTreeRig) {
+			dir := filepath.Join(r.pod, scratch, "escape")
+			mkdirs(t, dir)
+			bindMount(t, r.host, dir)
+			f, err := os.Open(filepath.Join(dir, "marker"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
 		}},
 	}
 	for _, tt := range tests {
@@ -109,21 +143,29 @@ func TestIntegrationRemoveTreeStopsAtMounts(t *testing.T) {
 				t.Fatal("no mount planted")
 			}
 			err := removeTree(r.pod)
-			if !errors.Is(err, errMountBelow) {
-				t.Fatalf("removeTree = %v, want an error wrapping %v", err, errMountBelow)
-			}
 			r.checkHostIntact(t)
-			if left := mountsBelow(t, r.pod); len(left) != len(planted) {
-				t.Errorf("mounts after removeTree: %v, want %v", left, planted)
-			}
-			// Once unmounted, the rest goes.
-			for i := len(planted) - 1; i >= 0; i-- {
-				if err := unix.Unmount(planted[i], 0); err != nil {
-					t.Fatalf("unmount %s: %v", planted[i], err)
+			if tt.stops {
+				if !errors.Is(err, errMountBelow) {
+					t.Fatalf("removeTree = %v, want an error wrapping %v", err, errMountBelow)
 				}
+				if left := mountsBelow(t, r.pod); len(left) == 0 {
+					t.Errorf("no mount left after removeTree stopped")
+				}
+				// Once unmounted from the table, the rest goes.
+				left := mountsBelow(t, r.pod)
+				sort.SliceStable(left, func(i, j int) bool { return len(left[i]) > len(left[j]) })
+				for _, p := range left {
+					if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+						t.Fatalf("unmount %s: %v", p, err)
+					}
+				}
+				err = removeTree(r.pod)
 			}
-			if err := removeTree(r.pod); err != nil {
-				t.Fatalf("removeTree after unmounting = %v", err)
+			if err != nil {
+				t.Fatalf("removeTree = %v", err)
+			}
+			if left := mountsBelow(t, r.pod); len(left) != 0 {
+				t.Errorf("mounts after removeTree: %v", left)
 			}
 			if _, err := os.Lstat(r.pod); !os.IsNotExist(err) {
 				t.Errorf("pod directory after removeTree: %v", err)
@@ -145,12 +187,13 @@ func (c *countingMounter) List() ([]MountPoint, error) {
 	return c.systemMounter.List()
 }
 
-// TestIntegrationCleanupReadsTableOnlyForMounts cleans up a pod without
-// mounts, which must not read the node's mount table, and one whose
-// memory-backed emptyDir is mounted and into whose disk emptyDir a
-// container bind-mounted a host directory: both are unmounted, nothing of
-// the host is deleted, and the table is read to find and then to check
-// them.
+// TestIntegrationCleanupReadsTableOnlyForMounts cleans up pods: one
+// without mounts and one whose memory-backed emptyDir is mounted and into
+// whose disk emptyDir a container bind-mounted a host directory must not
+// read the node's mount table; one with a mount below another (which only
+// the table shows in the order to unmount them) reads it to find and then
+// to check them. Each time everything is unmounted and removed and nothing
+// of the host deleted.
 func TestIntegrationCleanupReadsTableOnlyForMounts(t *testing.T) {
 	r := newRemoveTreeRig(t)
 	root := filepath.Join(r.base, "root")
@@ -160,46 +203,48 @@ func TestIntegrationCleanupReadsTableOnlyForMounts(t *testing.T) {
 	ctx := context.Background()
 	disk := v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}
 	mem := v1.Volume{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}
-
-	plain := newPod("plain", disk)
-	if err := m.Prepare(ctx, plain); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name  string
+		vols  []v1.Volume
+		plant func(t *testing.T, podDir string)
+		reads int32
+	}{
+		{"no mount", []v1.Volume{disk}, func(t *testing.T, podDir string) {
+			writeTestFiles(t, filepath.Join(podDir, "volumes/kubernetes.io~empty-dir/scratch/data"))
+		}, 0},
+		{"tmpfs and a planted bind mount", []v1.Volume{disk, mem}, func(t *testing.T, podDir string) {
+			escape := filepath.Join(podDir, "volumes/kubernetes.io~empty-dir/scratch/escape")
+			mkdirs(t, escape)
+			bindMount(t, r.host, escape)
+		}, 0},
+		{"a bind mount planted inside the tmpfs", []v1.Volume{mem}, func(t *testing.T, podDir string) {
+			escape := filepath.Join(podDir, "volumes/kubernetes.io~empty-dir/mem/escape")
+			mkdirs(t, escape)
+			bindMount(t, r.host, escape)
+		}, 2},
 	}
-	writeTestFiles(t, filepath.Join(root, "pods/plain/volumes/kubernetes.io~empty-dir/scratch/data"))
-	before := mounter.lists.Load()
-	if err := m.Cleanup(ctx, plain.UID); err != nil {
-		t.Fatalf("Cleanup of a pod without mounts: %v", err)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := newPod(fmt.Sprintf("pod-%d", i), tt.vols...)
+			podDir := filepath.Join(root, "pods", string(pod.UID))
+			if err := m.Prepare(ctx, pod); err != nil {
+				t.Fatalf("Prepare: %v", err)
+			}
+			tt.plant(t, podDir)
+			before := mounter.lists.Load()
+			if err := m.Cleanup(ctx, pod.UID); err != nil {
+				t.Fatalf("Cleanup: %v", err)
+			}
+			if n := mounter.lists.Load() - before; n != tt.reads {
+				t.Errorf("Cleanup read the mount table %d times, want %d", n, tt.reads)
+			}
+			if left := mountsBelow(t, podDir); len(left) != 0 {
+				t.Errorf("mounts after Cleanup: %v", left)
+			}
+			if _, err := os.Lstat(podDir); !os.IsNotExist(err) {
+				t.Errorf("pod directory after Cleanup: %v", err)
+			}
+			r.checkHostIntact(t)
+		})
 	}
-	if n := mounter.lists.Load() - before; n != 0 {
-		t.Errorf("Cleanup of a pod without mounts read the mount table %d times, want 0", n)
-	}
-	if _, err := os.Lstat(filepath.Join(root, "pods/plain")); !os.IsNotExist(err) {
-		t.Errorf("pod directory after Cleanup: %v", err)
-	}
-
-	mounted := newPod("mounted", disk, mem)
-	if err := m.Prepare(ctx, mounted); err != nil {
-		t.Skipf("skipping: cannot mount tmpfs here: %v", err)
-	}
-	escape := filepath.Join(root, "pods/mounted/volumes/kubernetes.io~empty-dir/scratch/escape")
-	mkdirs(t, escape)
-	bindMount(t, r.host, escape)
-	podDir := filepath.Join(root, "pods/mounted")
-	if n := len(mountsBelow(t, podDir)); n != 2 {
-		t.Fatalf("%d mounts below the pod directory, want 2", n)
-	}
-	before = mounter.lists.Load()
-	if err := m.Cleanup(ctx, mounted.UID); err != nil {
-		t.Fatalf("Cleanup of a pod with mounts: %v", err)
-	}
-	if n := mounter.lists.Load() - before; n != 2 {
-		t.Errorf("Cleanup of a pod with mounts read the mount table %d times, want 2", n)
-	}
-	if left := mountsBelow(t, podDir); len(left) != 0 {
-		t.Errorf("mounts after Cleanup: %v", left)
-	}
-	if _, err := os.Lstat(podDir); !os.IsNotExist(err) {
-		t.Errorf("pod directory after Cleanup: %v", err)
-	}
-	r.checkHostIntact(t)
 }

@@ -427,8 +427,8 @@ func (m *Manager) Cleanup(ctx context.Context, uid types.UID) error {
 }
 
 // removePodDir unmounts whatever is mounted at or below dir and removes
-// it. With a Mounter that can remove a tree without crossing mounts, the
-// mount table is read only when that removal meets a mount point.
+// it. With a Mounter that unmounts and removes a tree itself, the mount
+// table is read only when that meets a mount it cannot unmount on its own.
 func (m *Manager) removePodDir(ctx context.Context, dir string) error {
 	remove := os.RemoveAll
 	if r, ok := m.mounter.(treeRemover); ok {
@@ -437,7 +437,7 @@ func (m *Manager) removePodDir(ctx context.Context, dir string) error {
 		case err == nil:
 			return nil
 		case errors.Is(err, errMountBelow):
-			klog.FromContext(ctx).V(4).Info("Mount point in the pod directory", "path", dir, "err", err)
+			klog.FromContext(ctx).V(3).Info("Unmounting volumes through the mount table", "path", dir, "reason", err)
 			remove = r.RemoveTree
 		case !errors.Is(err, errNoMountID):
 			return fmt.Errorf("remove pod directory %s: %w", dir, err)

@@ -61,6 +61,7 @@ type compareOptions struct {
 	containerdPidFile       string
 	controlPlanePidDir      string
 	profileDir              string
+	heapProfileRate         int
 	profileSeconds          int
 	keep                    bool
 	// verbosity is the agents' log verbosity (logging.verbosity).
@@ -278,10 +279,10 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 	cmd := exec.Command(bin, "--config", config, "--root-dir", root,
 		"--kubeconfig", o.nodeKC, "--hostname-override", o.nodeName)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if o.profileDir != "" && name != agentKubelet {
+	if o.profileDir != "" && name != agentKubelet && o.heapProfileRate > 0 {
 		// A heap profile samples one allocation per 512 KiB by default,
 		// too coarse to tell what each of 100 pods holds.
-		cmd.Env = append(os.Environ(), "GODEBUG=memprofilerate=8192")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("GODEBUG=memprofilerate=%d", o.heapProfileRate))
 	}
 	if err := cmd.Start(); err != nil {
 		return res, fmt.Errorf("start %s: %w", bin, err)

@@ -229,7 +229,10 @@ func (m *Manager) podWithStatus(uid types.UID) (*v1.Pod, v1.PodStatus, uint64, b
 	if !ok {
 		return nil, v1.PodStatus{}, 0, false
 	}
-	p := e.pod.DeepCopy()
+	// The pod's own status is replaced: not copied.
+	shell := *e.pod
+	shell.Status = v1.PodStatus{}
+	p := shell.DeepCopy()
 	p.Status = *e.status.DeepCopy()
 	return p, *e.status.DeepCopy(), e.version, true
 }

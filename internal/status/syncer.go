@@ -380,10 +380,10 @@ func (s *Syncer) syncRound(ctx context.Context, full bool) time.Time {
 
 // mayHaveWork tells, from what a round reads of every pod, whether
 // syncPod may have something to do for it outside a full round: a status
-// not yet written (or a pod without a record), a retry, or a deletion to
-// check; static pods always, as their mirror pod may have been replaced.
-// It reads no copy of the pod, so that a round started by one pod's
-// change costs little for the others.
+// not yet written (or a pod without a record), a retry, or a deletion its
+// workers allow; static pods always, as their mirror pod may have been
+// replaced. It reads no copy of the pod, so that a round started by one
+// pod's change costs little for the others.
 func (s *Syncer) mayHaveWork(ref podRef) bool {
 	rec := s.records[ref.uid]
 	if rec == nil || ref.version > rec.version || rec.failures > 0 || ref.static {
@@ -392,15 +392,16 @@ func (s *Syncer) mayHaveWork(ref podRef) bool {
 	if s.opts.CanDelete == nil {
 		return false
 	}
-	if ref.deleting {
-		return true
-	}
-	if s.opts.GetPod != nil {
+	deleting := ref.deleting
+	if !deleting && s.opts.GetPod != nil {
 		if p, ok := s.opts.GetPod(ref.namespace, ref.name); ok && p.UID == ref.uid && p.DeletionTimestamp != nil {
-			return true
+			deleting = true
 		}
 	}
-	return false
+	// A pod being deleted whose workers have not finished has nothing to
+	// do either: syncPod deletes it only once they have. In a burst of
+	// deletions every round would otherwise copy every such pod.
+	return deleting && s.opts.CanDelete(ref.uid)
 }
 
 // recordFor returns the API object the pod's status goes to (its mirror

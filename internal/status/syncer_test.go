@@ -1050,18 +1050,27 @@ func TestSyncerStatusSyncDuration(t *testing.T) {
 
 // TestSyncerRoundCostDoesNotGrowWithPods: a round started by one pod's
 // change copies only that pod; the others, already written, cost a look
-// at their version. The allocations of such a round with 400 pods stay
-// within a small margin of those with 4 (copying every pod and status, as
-// a full round does, takes thousands more).
+// at their version, and, while they are being deleted but their workers
+// have not finished, a look at whether they may be deleted. The
+// allocations of such a round with 400 pods stay within a small margin of
+// those with 4 (copying every pod and status, as a full round does, takes
+// thousands more).
 func TestSyncerRoundCostDoesNotGrowWithPods(t *testing.T) {
-	allocs := func(n int) float64 {
+	allocs := func(n int, deleting bool) float64 {
 		var objs []runtime.Object
 		var pods []*v1.Pod
 		for i := range n {
 			p := boundPod("default", fmt.Sprintf("p%d", i), fmt.Sprintf("uid-%d", i))
+			if deleting {
+				p.DeletionTimestamp = &metav1.Time{Time: t0}
+			}
 			objs, pods = append(objs, p), append(pods, p)
 		}
-		e := newSyncerEnv(t, SyncerOptions{}, objs...)
+		var opts SyncerOptions
+		if deleting {
+			opts.CanDelete = func(types.UID) bool { return false }
+		}
+		e := newSyncerEnv(t, opts, objs...)
 		for _, p := range pods {
 			e.m.SetPodStatus(p, runningStatus(t0))
 		}
@@ -1075,8 +1084,10 @@ func TestSyncerRoundCostDoesNotGrowWithPods(t *testing.T) {
 			e.s.syncRound(context.Background(), false)
 		})
 	}
-	few, many := allocs(4), allocs(400)
-	if many > few+100 {
-		t.Errorf("allocations of a round after one change: %.0f with 400 pods, %.0f with 4; want about the same", many, few)
+	for _, deleting := range []bool{false, true} {
+		few, many := allocs(4, deleting), allocs(400, deleting)
+		if many > few+100 {
+			t.Errorf("deleting=%v: allocations of a round after one change: %.0f with 400 pods, %.0f with 4; want about the same", deleting, many, few)
+		}
 	}
 }

@@ -82,6 +82,7 @@ type result struct {
 	controlStartMs, controlDeleteMs  float64 // the control plane's daemons per pod
 	machineStartMs, machineDeleteMs  float64 // every process and the kernel, per pod
 	busyStart, busyDelete            float64 // share of all CPUs busy during the burst, 0–1
+	stolenStart, stolenDelete        float64 // share of all CPU time the hypervisor took (steal), 0–1
 	apiCallsStart, apiCallsDelete    float64 // the agent's API requests per pod
 	criCallsStart, criCallsDelete    float64 // the agent's CRI calls per pod
 	rssWithPodsMiB                   float64
@@ -353,7 +354,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		lat := latencies(times)
 		r.allRunning = time.Since(start)
 		a1, c1 := cpuMs(pid), cpuMsAll(ctrdPid)
-		r.controlStartMs, r.machineStartMs, r.busyStart = takeWholeCPU(o.controlPlanePidDir).since(w0, n)
+		r.controlStartMs, r.machineStartMs, r.busyStart, r.stolenStart = takeWholeCPU(o.controlPlanePidDir).since(w0, n)
 		var byMethod map[string]float64
 		r.apiCallsStart, r.criCallsStart, byMethod = takeCalls(metricsURL).since(k0, n)
 		fmt.Printf("compare: %s pods=%d CRI calls per pod started: %s\n", name, n, formatMethods(byMethod))
@@ -399,7 +400,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		r.allDeleted = time.Since(start)
 		r.deleteTrace = dw.result()
 		a3, c3 := cpuMs(pid), cpuMsAll(ctrdPid)
-		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
+		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete, r.stolenDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
 		r.apiCallsDelete, r.criCallsDelete, byMethod = takeCalls(metricsURL).since(k2, n)
 		fmt.Printf("compare: %s pods=%d CRI calls per pod deleted: %s\n", name, n, formatMethods(byMethod))
 		fmt.Printf("compare: %s pods=%d API server requests per pod deleted (every client): %s\n", name, n, formatMethods(takeServerRequests(ctx, cs).since(s2, n)))
@@ -509,7 +510,7 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 	for _, n := range o.counts {
 		waitQuiet(os.Stdout, fmt.Sprintf("%s pods=%d", agentAPI, n))
 		r := &result{n: n, p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
-			runtimeStartMs: -1, runtimeDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1,
+			runtimeStartMs: -1, runtimeDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1, stolenStart: -1, stolenDelete: -1,
 			apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}
 		base := idle()
 		s0 := takeServerRequests(ctx, cs) // outside the CPU windows, as in runAgent
@@ -609,7 +610,7 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 		wg.Wait()
 		r.allRunning = time.Since(start)
 		c1 := cpuMsAll(ctrdPid)
-		r.controlStartMs, r.machineStartMs, r.busyStart = takeWholeCPU(o.controlPlanePidDir).since(w0, n)
+		r.controlStartMs, r.machineStartMs, r.busyStart, r.stolenStart = takeWholeCPU(o.controlPlanePidDir).since(w0, n)
 		lat := make([]time.Duration, 0, n)
 		var errs []error
 		for _, p := range pods {
@@ -675,7 +676,7 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 		trace.sort()
 		r.deleteTrace = trace
 		r.runtimeDeleteMs = (cpuMsAll(ctrdPid) - c2) / float64(n)
-		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
+		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete, r.stolenDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
 		if k := retried.Load(); k > 0 {
 			fmt.Printf("compare: floor pods=%d: %d container stops failed once and were retried\n", n, k)
 		}
@@ -900,7 +901,7 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 	// every row.
 	missing := &result{p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
 		runtimeStartMs: -1, runtimeDeleteMs: -1, rssWithPodsMiB: -1, apiPerMinWithPods: -1, cpuPerMinPods: -1,
-		controlStartMs: -1, controlDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1,
+		controlStartMs: -1, controlDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1, stolenStart: -1, stolenDelete: -1,
 		apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1,
 		memWithPods: memory{anonMiB: -1, fileMiB: -1}}
 	for _, n := range counts {
@@ -930,6 +931,8 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 		row(p+"machine CPU per pod deleted", " ms", func(r *agentResult) float64 { return get(r).machineDeleteMs })
 		row(p+"CPUs busy while starting", " %", func(r *agentResult) float64 { return pct(get(r).busyStart) })
 		row(p+"CPUs busy while deleting", " %", func(r *agentResult) float64 { return pct(get(r).busyDelete) })
+		row(p+"CPU time stolen by the hypervisor while starting", " %", func(r *agentResult) float64 { return pct(get(r).stolenStart) })
+		row(p+"CPU time stolen by the hypervisor while deleting", " %", func(r *agentResult) float64 { return pct(get(r).stolenDelete) })
 		row(p+"RSS with the pods", " MiB", func(r *agentResult) float64 { return na(r, get(r).rssWithPodsMiB) })
 		row(p+"RSS with the pods: anonymous", " MiB", func(r *agentResult) float64 { return na(r, get(r).memWithPods.anonMiB) })
 		row(p+"RSS with the pods: file-backed", " MiB", func(r *agentResult) float64 { return na(r, get(r).memWithPods.fileMiB) })
@@ -1060,8 +1063,11 @@ func statusKiB(pid int, fields ...string) (int64, error) {
 
 // wholeCPU is a reading of the machine's CPU time (/proc/stat) and of the
 // control plane daemons' (the pid files of hack/kube.sh), in milliseconds.
+// stolen is the time a hypervisor ran something else while a CPU of this
+// machine had work (part of busy): on a shared host it makes every figure
+// of a burst slower.
 type wholeCPU struct {
-	busy, total, control float64
+	busy, total, stolen, control float64
 }
 
 // takeWholeCPU reads the machine's busy and total CPU time and the CPU
@@ -1069,7 +1075,7 @@ type wholeCPU struct {
 // 0.
 func takeWholeCPU(pidDir string) wholeCPU {
 	var w wholeCPU
-	w.busy, w.total = machineCPUms()
+	w.busy, w.total, w.stolen = machineCPUms()
 	if pidDir != "" {
 		files, _ := filepath.Glob(filepath.Join(pidDir, "*.pid"))
 		for _, f := range files {
@@ -1080,51 +1086,56 @@ func takeWholeCPU(pidDir string) wholeCPU {
 }
 
 // since returns, between before and w, the control plane's and the whole
-// machine's CPU per pod of n and the share of all CPUs that was busy.
-func (w wholeCPU) since(before wholeCPU, n int) (controlMs, machineMs, busy float64) {
+// machine's CPU per pod of n, the share of all CPUs that was busy and the
+// share the hypervisor took.
+func (w wholeCPU) since(before wholeCPU, n int) (controlMs, machineMs, busy, stolen float64) {
 	controlMs = (w.control - before.control) / float64(n)
 	machineMs = (w.busy - before.busy) / float64(n)
 	if t := w.total - before.total; t > 0 {
 		busy = (w.busy - before.busy) / t
+		stolen = (w.stolen - before.stolen) / t
 	}
-	return controlMs, machineMs, busy
+	return controlMs, machineMs, busy, stolen
 }
 
 // machineCPUms reads the first line of /proc/stat: the time every CPU
-// spent busy (all but idle and iowait) and in total, in milliseconds.
-func machineCPUms() (busy, total float64) {
+// spent busy (all but idle and iowait), in total, and stolen by the
+// hypervisor, in milliseconds.
+func machineCPUms() (busy, total, stolen float64) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	return parseProcStatCPU(string(b))
 }
 
 // parseProcStatCPU sums the "cpu" line of /proc/stat (user nice system
 // idle iowait irq softirq steal; guest time is already in user) into busy
-// and total milliseconds.
-func parseProcStatCPU(stat string) (busy, total float64) {
+// and total milliseconds, and returns steal alone as stolen.
+func parseProcStatCPU(stat string) (busy, total, stolen float64) {
 	line, _, _ := strings.Cut(stat, "\n")
 	f := strings.Fields(line)
 	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0
+		return 0, 0, 0
 	}
-	var idle int64
-	var sum int64
+	var idle, steal, sum int64
 	for i, v := range f[1:] {
 		if i >= 8 {
 			break
 		}
 		x, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, 0
+			return 0, 0, 0
 		}
 		sum += x
-		if i == 3 || i == 4 {
+		switch i {
+		case 3, 4:
 			idle += x
+		case 7:
+			steal = x
 		}
 	}
-	return float64((sum - idle) * msPerTick), float64(sum * msPerTick)
+	return float64((sum - idle) * msPerTick), float64(sum * msPerTick), float64(steal * msPerTick)
 }
 
 // pct is a share as a percentage, negative (not measured) unchanged.

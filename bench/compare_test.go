@@ -146,14 +146,19 @@ func TestStatusKiB(t *testing.T) {
 
 func TestParseProcStatCPU(t *testing.T) {
 	tests := []struct {
-		name              string
-		stat              string
-		wantBusy, wantAll float64
+		name                          string
+		stat                          string
+		wantBusy, wantAll, wantStolen float64
 	}{
 		{
 			name:     "eight fields and guests",
 			stat:     "cpu  100 5 50 800 20 3 2 0 7 0\ncpu0 50 2 25 400 10 1 1 0 0 0\n",
 			wantBusy: (100 + 5 + 50 + 3 + 2 + 0) * 10, wantAll: (100 + 5 + 50 + 800 + 20 + 3 + 2 + 0) * 10,
+		},
+		{
+			name:     "steal",
+			stat:     "cpu  100 5 50 800 20 3 2 40 7 0\n",
+			wantBusy: (100 + 5 + 50 + 3 + 2 + 40) * 10, wantAll: (100 + 5 + 50 + 800 + 20 + 3 + 2 + 40) * 10, wantStolen: 400,
 		},
 		{name: "old kernel, four fields", stat: "cpu 10 0 10 80\n", wantBusy: 200, wantAll: 1000},
 		{name: "not the cpu line", stat: "intr 1 2 3 4 5\n"},
@@ -162,9 +167,9 @@ func TestParseProcStatCPU(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			busy, all := parseProcStatCPU(tt.stat)
-			if busy != tt.wantBusy || all != tt.wantAll {
-				t.Errorf("parseProcStatCPU = %v, %v; want %v, %v", busy, all, tt.wantBusy, tt.wantAll)
+			busy, all, stolen := parseProcStatCPU(tt.stat)
+			if busy != tt.wantBusy || all != tt.wantAll || stolen != tt.wantStolen {
+				t.Errorf("parseProcStatCPU = %v, %v, %v; want %v, %v, %v", busy, all, stolen, tt.wantBusy, tt.wantAll, tt.wantStolen)
 			}
 		})
 	}

@@ -65,10 +65,10 @@ func waitQuiet(w io.Writer, agent string) {
 	start := time.Now()
 	quiet := 0
 	var busy float64
-	b0, t0 := machineCPUms()
+	b0, t0, _ := machineCPUms()
 	for quiet < quietSamples && time.Since(start) < quietMax {
 		time.Sleep(quietSample)
-		b1, t1 := machineCPUms()
+		b1, t1, _ := machineCPUms()
 		if t1 > t0 {
 			busy = (b1 - b0) / (t1 - t0)
 		}

@@ -1,15 +1,15 @@
 package stats
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
-	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -132,30 +132,43 @@ func (r *cgroupReader) readCPUv1(dir string, s *cgroupStats) error {
 }
 
 func (r *cgroupReader) readCPUv2(dir string, s *cgroupStats) error {
-	kv, err := readKeyValues(filepath.Join(dir, "cpu.stat"))
+	var usec [1]uint64
+	found, err := readKeys(filepath.Join(dir, "cpu.stat"), cpuStatKeys, usec[:])
 	if err != nil {
 		return err
 	}
-	usec, ok := kv["usage_usec"]
-	if !ok {
+	if found == 0 {
 		return fmt.Errorf("%s: no usage_usec", filepath.Join(dir, "cpu.stat"))
 	}
-	s.cpuNanos, s.hasCPU = usec*1000, true
+	s.cpuNanos, s.hasCPU = usec[0]*1000, true
 	return nil
 }
 
-// memoryFiles name a cgroup version's memory files and memory.stat keys.
+// cpuStatKeys is what cgroup v2's cpu.stat is read for.
+var cpuStatKeys = []string{"usage_usec"}
+
+// memoryFiles name a cgroup version's memory files and its memory.stat
+// keys, in the order of the memStat* indexes.
 type memoryFiles struct {
-	usage, limit                string // files
-	inactiveFile, rss, cache    string // memory.stat keys
-	pageFaults, majorPageFaults string
+	usage, limit string // files
+	stat         []string
 }
+
+// Indexes of memoryFiles.stat.
+const (
+	memStatInactiveFile = iota
+	memStatRSS
+	memStatCache
+	memStatPageFaults
+	memStatMajorPageFaults
+	memStatKeys
+)
 
 var (
 	memoryV1 = memoryFiles{"memory.usage_in_bytes", "memory.limit_in_bytes",
-		"total_inactive_file", "total_rss", "total_cache", "total_pgfault", "total_pgmajfault"}
+		[]string{"total_inactive_file", "total_rss", "total_cache", "total_pgfault", "total_pgmajfault"}}
 	memoryV2 = memoryFiles{"memory.current", "memory.max",
-		"inactive_file", "anon", "file", "pgfault", "pgmajfault"}
+		[]string{"inactive_file", "anon", "file", "pgfault", "pgmajfault"}}
 )
 
 func (r *cgroupReader) readMemory(dir string, f memoryFiles, s *cgroupStats) error {
@@ -163,16 +176,16 @@ func (r *cgroupReader) readMemory(dir string, f memoryFiles, s *cgroupStats) err
 	if err != nil {
 		return err
 	}
-	kv, err := readKeyValues(filepath.Join(dir, "memory.stat"))
-	if err != nil {
+	var kv [memStatKeys]uint64
+	if _, err := readKeys(filepath.Join(dir, "memory.stat"), f.stat, kv[:]); err != nil {
 		return err
 	}
 	s.usage = usage
-	s.workingSet = sub(usage, kv[f.inactiveFile])
-	s.rss = kv[f.rss]
-	s.cache = kv[f.cache]
-	s.pageFaults = kv[f.pageFaults]
-	s.majFaults = kv[f.majorPageFaults]
+	s.workingSet = sub(usage, kv[memStatInactiveFile])
+	s.rss = kv[memStatRSS]
+	s.cache = kv[memStatCache]
+	s.pageFaults = kv[memStatPageFaults]
+	s.majFaults = kv[memStatMajorPageFaults]
 	if limit, err := readUint(filepath.Join(dir, f.limit)); err == nil && limit < unlimitedMemory {
 		s.limit = limit
 	}
@@ -191,38 +204,120 @@ func sub(a, b uint64) uint64 {
 // readUint reads a file holding one unsigned number; "max" reads as the
 // largest value.
 func readUint(p string) (uint64, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return 0, err
-	}
-	s := strings.TrimSpace(string(b))
-	if s == "max" {
-		return ^uint64(0), nil
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p, err)
-	}
-	return v, nil
+	var v uint64
+	err := withFile(p, func(b []byte) error {
+		b = bytes.TrimSpace(b)
+		if string(b) == "max" {
+			v = ^uint64(0)
+			return nil
+		}
+		var err error
+		v, err = strconv.ParseUint(string(b), 10, 64)
+		return err
+	})
+	return v, err
 }
 
-// readKeyValues reads "key value" lines (memory.stat, cpu.stat); lines
-// whose value is not an unsigned number are skipped.
-func readKeyValues(p string) (map[string]uint64, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil, err
-	}
-	kv := map[string]uint64{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 2 {
+// readKeys reads the values of keys from a file of "key value" lines
+// (memory.stat, cpu.stat) into vals, in the same order, and reports which
+// it found (bit i for keys[i]). Lines of another shape, or whose value is
+// not an unsigned number, are skipped; a key on several lines reads its
+// last value. Nothing is allocated per line: a collection reads these
+// files for every container of the node.
+func readKeys(p string, keys []string, vals []uint64) (found uint64, err error) {
+	err = withFile(p, func(b []byte) error {
+		found = parseKeys(b, keys, vals)
+		return nil
+	})
+	return found, err
+}
+
+// parseKeys is readKeys on the content b.
+func parseKeys(b []byte, keys []string, vals []uint64) (found uint64) {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		key, rest := nextField(line)
+		value, rest := nextField(rest)
+		if len(value) == 0 {
 			continue
 		}
-		if v, err := strconv.ParseUint(f[1], 10, 64); err == nil {
-			kv[f[0]] = v
+		if extra, _ := nextField(rest); len(extra) > 0 {
+			continue
+		}
+		for i, k := range keys {
+			if string(key) != k {
+				continue
+			}
+			if v, err := strconv.ParseUint(string(value), 10, 64); err == nil {
+				vals[i], found = v, found|1<<i
+			}
+			break
 		}
 	}
-	return kv, nil
+	return found
+}
+
+// nextField splits b after its first run of non-space bytes (the field,
+// leading spaces skipped), as strings.Fields separates ASCII text.
+func nextField(b []byte) (field, rest []byte) {
+	i := 0
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	j := i
+	for j < len(b) && !isSpace(b[j]) {
+		j++
+	}
+	return b[i:j], b[j:]
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+// fileBufs are the buffers withFile reads into: cgroup files are read for
+// every container at every collection.
+var fileBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxStatFile bounds what withFile reads of one file.
+const maxStatFile = 1 << 20
+
+// withFile reads the file p whole (up to maxStatFile) into a pooled buffer
+// and calls parse with it; the buffer is reused once parse returns. Every
+// error names p.
+func withFile(p string, parse func([]byte) error) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bp := fileBufs.Get().(*[]byte)
+	defer fileBufs.Put(bp)
+	b := (*bp)[:0]
+	for {
+		if len(b) == cap(b) {
+			if len(b) >= maxStatFile {
+				return fmt.Errorf("%s: larger than %d bytes", p, maxStatFile)
+			}
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	*bp = b
+	if err := parse(b); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	return nil
 }

@@ -23,10 +23,11 @@ func journalLookup(j *journal.Journal, lists ...func() []*v1.Pod) server.Journal
 	}
 }
 
-// desiredPods are the desired pods once the sources are built.
+// desiredPods are the desired pods once the sources are built, shared:
+// a journal lookup reads three fields of each and copies none.
 func (c *components) desiredPods() []*v1.Pod {
 	if c.desired == nil {
 		return nil
 	}
-	return c.desired.Pods()
+	return c.desired.SharedPods()
 }

@@ -85,6 +85,8 @@ type result struct {
 	stolenStart, stolenDelete        float64 // share of all CPU time the hypervisor took (steal), 0–1
 	apiCallsStart, apiCallsDelete    float64 // the agent's API requests per pod
 	criCallsStart, criCallsDelete    float64 // the agent's CRI calls per pod
+	allocStartKiB, allocDeleteKiB    float64 // heartlet's Go heap allocation per pod
+	gcStart, gcDelete                float64 // heartlet's GC cycles in the burst
 	rssWithPodsMiB                   float64
 	memWithPods                      memory
 	trace                            stepTimes // heartlet only
@@ -343,6 +345,8 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		// The API server's counters are read outside the CPU windows:
 		// its metrics page costs it CPU of its own.
 		s0 := takeServerRequests(ctx, cs)
+		debugBase := fmt.Sprintf("https://127.0.0.1:%d", port)
+		h0 := takeHeap(name, debugBase)
 		a0, c0 := cpuMs(pid), cpuMsAll(ctrdPid)
 		w0 := takeWholeCPU(o.controlPlanePidDir)
 		k0 := takeCalls(metricsURL)
@@ -354,6 +358,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		lat := latencies(times)
 		r.allRunning = time.Since(start)
 		a1, c1 := cpuMs(pid), cpuMsAll(ctrdPid)
+		r.allocStartKiB, r.gcStart = takeHeap(name, debugBase).since(h0, n)
 		r.controlStartMs, r.machineStartMs, r.busyStart, r.stolenStart = takeWholeCPU(o.controlPlanePidDir).since(w0, n)
 		var byMethod map[string]float64
 		r.apiCallsStart, r.criCallsStart, byMethod = takeCalls(metricsURL).since(k0, n)
@@ -382,6 +387,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-delete", name, n)))
 		}
 		s2 := takeServerRequests(ctx, cs)
+		h2 := takeHeap(name, debugBase)
 		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
 		w2 := takeWholeCPU(o.controlPlanePidDir)
 		k2 := takeCalls(metricsURL)
@@ -400,6 +406,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		r.allDeleted = time.Since(start)
 		r.deleteTrace = dw.result()
 		a3, c3 := cpuMs(pid), cpuMsAll(ctrdPid)
+		r.allocDeleteKiB, r.gcDelete = takeHeap(name, debugBase).since(h2, n)
 		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete, r.stolenDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
 		r.apiCallsDelete, r.criCallsDelete, byMethod = takeCalls(metricsURL).since(k2, n)
 		fmt.Printf("compare: %s pods=%d CRI calls per pod deleted: %s\n", name, n, formatMethods(byMethod))
@@ -511,6 +518,7 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 		waitQuiet(os.Stdout, fmt.Sprintf("%s pods=%d", agentAPI, n))
 		r := &result{n: n, p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
 			runtimeStartMs: -1, runtimeDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1, stolenStart: -1, stolenDelete: -1,
+			allocStartKiB: -1, allocDeleteKiB: -1, gcStart: -1, gcDelete: -1,
 			apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}
 		base := idle()
 		s0 := takeServerRequests(ctx, cs) // outside the CPU windows, as in runAgent
@@ -902,6 +910,7 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 	missing := &result{p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
 		runtimeStartMs: -1, runtimeDeleteMs: -1, rssWithPodsMiB: -1, apiPerMinWithPods: -1, cpuPerMinPods: -1,
 		controlStartMs: -1, controlDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1, stolenStart: -1, stolenDelete: -1,
+		allocStartKiB: -1, allocDeleteKiB: -1, gcStart: -1, gcDelete: -1,
 		apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1,
 		memWithPods: memory{anonMiB: -1, fileMiB: -1}}
 	for _, n := range counts {
@@ -931,6 +940,10 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 		row(p+"machine CPU per pod deleted", " ms", func(r *agentResult) float64 { return get(r).machineDeleteMs })
 		row(p+"CPUs busy while starting", " %", func(r *agentResult) float64 { return pct(get(r).busyStart) })
 		row(p+"CPUs busy while deleting", " %", func(r *agentResult) float64 { return pct(get(r).busyDelete) })
+		row(p+"agent heap allocated per pod started", " KiB", func(r *agentResult) float64 { return na(r, get(r).allocStartKiB) })
+		row(p+"agent heap allocated per pod deleted", " KiB", func(r *agentResult) float64 { return na(r, get(r).allocDeleteKiB) })
+		row(p+"agent GC cycles while starting", "", func(r *agentResult) float64 { return na(r, get(r).gcStart) })
+		row(p+"agent GC cycles while deleting", "", func(r *agentResult) float64 { return na(r, get(r).gcDelete) })
 		row(p+"CPU time stolen by the hypervisor while starting", " %", func(r *agentResult) float64 { return pct(get(r).stolenStart) })
 		row(p+"CPU time stolen by the hypervisor while deleting", " %", func(r *agentResult) float64 { return pct(get(r).stolenDelete) })
 		row(p+"RSS with the pods", " MiB", func(r *agentResult) float64 { return na(r, get(r).rssWithPodsMiB) })
@@ -1144,6 +1157,68 @@ func pct(v float64) float64 {
 		return v
 	}
 	return 100 * v
+}
+
+// heapReading is heartlet's Go heap allocation total and GC count
+// (runtime.MemStats TotalAlloc and NumGC); negative when not read.
+type heapReading struct{ totalAlloc, numGC float64 }
+
+// takeHeap reads the MemStats that a heap profile in text form ends with,
+// from heartlet's /debug/pprof/heap; the other agents have none to give.
+// Unlike the agent's CPU time, these counts do not depend on what else
+// runs on the machine (or the host, on a VM).
+func takeHeap(agent, debugBase string) heapReading {
+	h := heapReading{-1, -1}
+	if agent != agentHeartlet && agent != agentBase {
+		return h
+	}
+	c := &http.Client{Transport: insecureTransport(), Timeout: time.Minute}
+	resp, err := c.Get(debugBase + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		return h
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return h
+	}
+	return parseMemStats(string(b))
+}
+
+// parseMemStats finds "# TotalAlloc = N" and "# NumGC = N" in a heap
+// profile in text form.
+func parseMemStats(text string) heapReading {
+	h := heapReading{-1, -1}
+	for _, line := range strings.Split(text, "\n") {
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
+		if !ok {
+			continue
+		}
+		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "TotalAlloc":
+			h.totalAlloc = x
+		case "NumGC":
+			h.numGC = x
+		}
+	}
+	return h
+}
+
+// since returns the KiB allocated per pod of n and the GC cycles between
+// before and h; -1 where either was not read.
+func (h heapReading) since(before heapReading, n int) (allocKiB, gcs float64) {
+	allocKiB, gcs = -1, -1
+	if h.totalAlloc >= 0 && before.totalAlloc >= 0 {
+		allocKiB = (h.totalAlloc - before.totalAlloc) / 1024 / float64(n)
+	}
+	if h.numGC >= 0 && before.numGC >= 0 {
+		gcs = h.numGC - before.numGC
+	}
+	return allocKiB, gcs
 }
 
 // calls is a reading of an agent's request counters: API requests

@@ -189,3 +189,29 @@ func TestCallsSince(t *testing.T) {
 		t.Errorf("since an unreadable reading = %v, %v; want -1, -1", api, cri)
 	}
 }
+
+func TestParseMemStats(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want heapReading
+	}{
+		{"heap profile", "heap profile: 1: 2 [3: 4] @ heap/1048576\n\n# runtime.MemStats\n# Alloc = 100\n# TotalAlloc = 123456789\n# Sys = 5\n# NumGC = 42\n# NumForcedGC = 0\n", heapReading{123456789, 42}},
+		{"no MemStats", "heap profile: 0: 0 [0: 0] @ heap/1048576\n", heapReading{-1, -1}},
+		{"garbage value", "# TotalAlloc = x\n# NumGC = 7\n", heapReading{-1, 7}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := parseMemStats(tt.text); got != tt.want {
+				t.Errorf("parseMemStats = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	kib, gcs := heapReading{3 * 1024 * 100, 12}.since(heapReading{1024 * 100, 2}, 100)
+	if kib != 2 || gcs != 10 {
+		t.Errorf("since = %v KiB, %v GCs; want 2, 10", kib, gcs)
+	}
+	if kib, gcs := (heapReading{5, 5}).since(heapReading{-1, -1}, 1); kib != -1 || gcs != -1 {
+		t.Errorf("since an unread reading = %v, %v; want -1, -1", kib, gcs)
+	}
+}

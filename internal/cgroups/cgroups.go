@@ -582,6 +582,7 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 	// The pod no longer counts towards the burstable weight once it is
 	// being removed: nothing of it runs.
 	m.mu.Lock()
+	last, known := m.ensured[uid]
 	delete(m.ensured, uid)
 	err := m.trackBurstable(nil, uid, false)
 	m.mu.Unlock()
@@ -595,6 +596,11 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 	var dirs, cgs []string
 	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
 		rel := m.podPath(class, uid)
+		if known && rel != last.path {
+			// A pod's QoS class never changes: a pod this manager
+			// ensured has its cgroups under that class only.
+			continue
+		}
 		found := false
 		for _, h := range hs {
 			dir := filepath.Join(h, filepath.FromSlash(rel))

@@ -685,6 +685,12 @@ func TestParsePIDs(t *testing.T) {
 			t.Errorf("parsePIDs(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
 	}
+	// Removing a pod parses an (empty) file per cgroup and hierarchy.
+	for _, in := range [][]byte{nil, []byte("1\n22\n333\n")} {
+		if a := testing.AllocsPerRun(100, func() { _, _ = parsePIDs(in) }); a != 0 {
+			t.Errorf("parsePIDs(%q) allocates %.0f objects, want 0", in, a)
+		}
+	}
 }
 
 func FuzzParsePIDs(f *testing.F) {

@@ -1,7 +1,6 @@
 package cgroups
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -312,19 +311,26 @@ func readFields(p string) ([]string, error) {
 
 // parsePIDs counts the process IDs in the content of a cgroup.procs file.
 func parsePIDs(b []byte) (int, error) {
+	// No scanner: its buffer alone was 4 KiB per file, and removing a pod
+	// reads this file in every hierarchy for each of its cgroups.
 	n := 0
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
 			continue
 		}
-		if _, err := strconv.ParseUint(line, 10, 32); err != nil {
+		if _, err := strconv.ParseUint(string(line), 10, 32); err != nil {
 			return 0, fmt.Errorf("pid %q: %w", line, err)
 		}
 		n++
 	}
-	return n, sc.Err()
+	return n, nil
 }
 
 // countProcs counts the processes in the cgroup dir and its descendants.

@@ -197,7 +197,7 @@ func fieldByJSON(v reflect.Value, name string) (reflect.Value, bool) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
-		tag := strings.Split(sf.Tag.Get("json"), ",")[0]
+		tag, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
 		if tag == "" && sf.Anonymous {
 			if fv, ok := fieldByJSON(v.Field(i), name); ok {
 				return fv, true

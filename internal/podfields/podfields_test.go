@@ -338,3 +338,16 @@ func TestAdmitAndWarning(t *testing.T) {
 		t.Errorf("warning %q %v", msg, ok)
 	}
 }
+
+// TestCheckAllocations: admission runs Check twice per pod (refusals, then
+// warnings); finding a field by its JSON name must not split every tag of
+// every struct on the way (565 allocations for this pod when it did).
+func TestCheckAllocations(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{
+		Containers: []v1.Container{{Name: "c", Image: "busybox", VolumeMounts: []v1.VolumeMount{{Name: "v", MountPath: "/v"}}}},
+		Volumes:    []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}}},
+	}}
+	if a := testing.AllocsPerRun(20, func() { Check(pod, Features{}) }); a > 200 {
+		t.Errorf("Check of a one-container pod allocates %.0f objects, want at most 200", a)
+	}
+}

@@ -314,13 +314,7 @@ func parsePIDs(b []byte) (int, error) {
 	// No scanner: its buffer alone was 4 KiB per file, and removing a pod
 	// reads this file in every hierarchy for each of its cgroups.
 	n := 0
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	for line := range bytes.Lines(b) {
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue

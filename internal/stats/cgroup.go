@@ -234,13 +234,7 @@ func readKeys(p string, keys []string, vals []uint64) (found uint64, err error) 
 
 // parseKeys is readKeys on the content b.
 func parseKeys(b []byte, keys []string, vals []uint64) (found uint64) {
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	for line := range bytes.Lines(b) {
 		key, rest := nextField(line)
 		value, rest := nextField(rest)
 		if len(value) == 0 {

@@ -401,13 +401,12 @@ func (m *Manager) Forget(uid types.UID) {
 }
 
 // Cleanup unmounts the pod's subPath mounts and removes their directory,
-// then unmounts every other mount below the pod's directory (deepest
-// first), then removes <RootDir>/pods/<uid> and forgets the pod. No
-// content of a still-mounted filesystem is deleted: when an unmount fails
-// the call fails, having removed at most what lies outside every mount,
-// and can be retried. It is
-// idempotent and safe without Prepare, and after a restart of heartlet
-// (everything is found on disk and in the mount table).
+// tears down the plugins' volumes, then removes <RootDir>/pods/<uid>,
+// unmounting every other mount below it, and forgets the pod. No content
+// of a still-mounted filesystem is deleted: when an unmount fails the call
+// fails, having removed at most what lies outside every mount, and can be
+// retried. It is idempotent and safe without Prepare, and after a restart
+// of heartlet (everything is found on disk and in the mount table).
 func (m *Manager) Cleanup(ctx context.Context, uid types.UID) error {
 	st := m.acquire(uid)
 	defer st.mu.Unlock()

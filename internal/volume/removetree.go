@@ -73,8 +73,8 @@ func removeEntry(dirfd int, dirPath, name string, mnt uint64) error {
 		if attempt > removeTreeAttempts {
 			return fmt.Errorf("remove %s: still changing after %d attempts", path, removeTreeAttempts)
 		}
-		err := unix.Unlinkat(dirfd, name, 0)
-		switch {
+		unlinkErr := unix.Unlinkat(dirfd, name, 0)
+		switch err := unlinkErr; {
 		case err == nil, errors.Is(err, unix.ENOENT):
 			return nil
 		case errors.Is(err, unix.EBUSY):
@@ -90,6 +90,10 @@ func removeEntry(dirfd int, dirPath, name string, mnt uint64) error {
 		switch {
 		case errors.Is(err, unix.ENOENT):
 			return nil
+		case (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) && errors.Is(unlinkErr, unix.EPERM):
+			// Not a directory: a file that may not be removed (immutable,
+			// or in a sticky directory of another owner).
+			return &os.PathError{Op: "unlink", Path: path, Err: unlinkErr}
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
 			continue
 		case err != nil:

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestRemoveTree removes trees without mounts: nested directories, more
@@ -98,4 +101,51 @@ func writeTestFiles(t *testing.T, paths ...string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestRemoveTreeImmutableFile: a file that may not be removed fails the
+// removal with the unlink's error, naming the file.
+func TestRemoveTreeImmutableFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: setting the immutable flag needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "pod")
+	mkdirs(t, filepath.Join(dir, "v"))
+	file := filepath.Join(dir, "v", "locked")
+	writeTestFiles(t, file)
+	if err := setImmutable(file, true); err != nil {
+		t.Skipf("skipping: the filesystem has no immutable flag: %v", err)
+	}
+	t.Cleanup(func() { _ = setImmutable(file, false) })
+	err := removeTree(dir)
+	if errors.Is(err, errNoMountID) {
+		t.Skipf("skipping: %v", err)
+	}
+	if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), file) {
+		t.Errorf("removeTree = %v, want EPERM naming %s", err, file)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Errorf("the immutable file after removeTree: %v", err)
+	}
+}
+
+// fsImmutableFlag is FS_IMMUTABLE_FL of linux/fs.h (chattr +i).
+const fsImmutableFlag = 0x10
+
+func setImmutable(path string, on bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetInt(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		return err
+	}
+	if on {
+		flags |= fsImmutableFlag
+	} else {
+		flags &^= fsImmutableFlag
+	}
+	return unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, flags)
 }

@@ -317,11 +317,12 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		return res, err
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", roPort)
+	debugBase := fmt.Sprintf("https://127.0.0.1:%d", port) // profiles and MemStats
 	time.Sleep(10 * time.Second) // let registration and the first syncs settle
 	if rss, err := rssKiB(pid); err == nil {
 		res.rssIdleMiB = float64(rss) / 1024
 	}
-	res.memIdle = memorySnapshot(pid, name, o.profileDir, fmt.Sprintf("https://127.0.0.1:%d", port), filepath.Join(o.profileDir, name+"-idle"))
+	res.memIdle = memorySnapshot(pid, name, o.profileDir, debugBase, filepath.Join(o.profileDir, name+"-idle"))
 	if o.idle > 0 {
 		res.apiPerMinIdle, res.cpuIdle, err = idleWindow(pid, metricsURL, o.idle)
 		if err != nil {
@@ -340,12 +341,11 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		co := clusterOptions{image: o.image, nodeName: o.nodeName, pods: n, namespace: o.namespace, startTimeout: 10 * time.Minute}
 		var prof *profiler
 		if (name == agentHeartlet || name == agentBase) && o.profileDir != "" {
-			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d", name, n)))
+			prof = startProfiles(debugBase, o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d", name, n)))
 		}
 		// The API server's counters are read outside the CPU windows:
 		// its metrics page costs it CPU of its own.
 		s0 := takeServerRequests(ctx, cs)
-		debugBase := fmt.Sprintf("https://127.0.0.1:%d", port)
 		h0 := takeHeap(name, debugBase)
 		a0, c0 := cpuMs(pid), cpuMsAll(ctrdPid)
 		w0 := takeWholeCPU(o.controlPlanePidDir)
@@ -372,7 +372,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		if rss, err := rssKiB(pid); err == nil {
 			r.rssWithPodsMiB = float64(rss) / 1024
 		}
-		r.memWithPods = memorySnapshot(pid, name, o.profileDir, fmt.Sprintf("https://127.0.0.1:%d", port), filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-running", name, n)))
+		r.memWithPods = memorySnapshot(pid, name, o.profileDir, debugBase, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-running", name, n)))
 		if o.idleWithPods > 0 {
 			r.apiPerMinWithPods, r.cpuPerMinPods, err = idleWindow(pid, metricsURL, o.idleWithPods)
 			if err != nil {
@@ -384,7 +384,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		}
 
 		if (name == agentHeartlet || name == agentBase) && o.profileDir != "" {
-			prof = startProfiles(fmt.Sprintf("https://127.0.0.1:%d", port), o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-delete", name, n)))
+			prof = startProfiles(debugBase, o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-delete", name, n)))
 		}
 		s2 := takeServerRequests(ctx, cs)
 		h2 := takeHeap(name, debugBase)

@@ -57,10 +57,10 @@ const (
 )
 
 // waitQuiet waits, at most quietMax, until the machine is quiet, before
-// each burst of every agent: the
-// kernel tears down the network namespaces of deleted pods in the
-// background (and containerd collects its garbage), which takes CPU from
-// whatever runs next for seconds after a burst of deletions.
+// each burst of every agent: the kernel tears down the network namespaces
+// of deleted pods in the background (and containerd collects its
+// garbage), which takes CPU from whatever runs next for seconds after a
+// burst of deletions.
 func waitQuiet(w io.Writer, agent string) {
 	start := time.Now()
 	quiet := 0

@@ -317,7 +317,8 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		return res, err
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", roPort)
-	debugBase := fmt.Sprintf("https://127.0.0.1:%d", port) // profiles and MemStats
+	// heartlet's profiles and MemStats.
+	debugBase := fmt.Sprintf("https://127.0.0.1:%d", port)
 	time.Sleep(10 * time.Second) // let registration and the first syncs settle
 	if rss, err := rssKiB(pid); err == nil {
 		res.rssIdleMiB = float64(rss) / 1024

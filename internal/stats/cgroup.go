@@ -235,12 +235,17 @@ func readKeys(p string, keys []string, vals []uint64) (found uint64, err error) 
 // parseKeys is readKeys on the content b.
 func parseKeys(b []byte, keys []string, vals []uint64) (found uint64) {
 	for line := range bytes.Lines(b) {
-		key, rest := nextField(line)
-		value, rest := nextField(rest)
-		if len(value) == 0 {
-			continue
+		var key, value []byte
+		n := 0
+		for f := range bytes.FieldsSeq(line) {
+			if n == 0 {
+				key = f
+			} else {
+				value = f
+			}
+			n++
 		}
-		if extra, _ := nextField(rest); len(extra) > 0 {
+		if n != 2 {
 			continue
 		}
 		for i, k := range keys {
@@ -256,27 +261,9 @@ func parseKeys(b []byte, keys []string, vals []uint64) (found uint64) {
 	return found
 }
 
-// nextField splits b after its first run of non-space bytes (the field,
-// leading spaces skipped), as strings.Fields separates ASCII text.
-func nextField(b []byte) (field, rest []byte) {
-	i := 0
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	j := i
-	for j < len(b) && !isSpace(b[j]) {
-		j++
-	}
-	return b[i:j], b[j:]
-}
-
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
-}
-
 // fileBufs are the buffers withFile reads into: cgroup files are read for
 // every container at every collection.
-var fileBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+var fileBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // maxStatFile bounds what withFile reads of one file.
 const maxStatFile = 1 << 20
@@ -290,27 +277,16 @@ func withFile(p string, parse func([]byte) error) error {
 		return err
 	}
 	defer f.Close()
-	bp := fileBufs.Get().(*[]byte)
-	defer fileBufs.Put(bp)
-	b := (*bp)[:0]
-	for {
-		if len(b) == cap(b) {
-			if len(b) >= maxStatFile {
-				return fmt.Errorf("%s: larger than %d bytes", p, maxStatFile)
-			}
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := f.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	buf := fileBufs.Get().(*bytes.Buffer)
+	defer fileBufs.Put(buf)
+	buf.Reset()
+	if _, err := buf.ReadFrom(io.LimitReader(f, maxStatFile+1)); err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
 	}
-	*bp = b
-	if err := parse(b); err != nil {
+	if buf.Len() > maxStatFile {
+		return fmt.Errorf("%s: larger than %d bytes", p, maxStatFile)
+	}
+	if err := parse(buf.Bytes()); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	return nil

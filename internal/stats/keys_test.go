@@ -54,6 +54,7 @@ func TestParseKeys(t *testing.T) {
 		"total_rss18446744073709551615\n",               // one field
 		"a 18446744073709551615\nusage_usec 18446744073709551616\n",
 		"\n\n  \ntotal_rss\n a 5\n",
+		"total_rss\u00a07\ntotal_cache 1\u20282\n", // Unicode spaces separate fields, as in strings.Fields
 	} {
 		checkParseKeys(t, content, keys)
 	}

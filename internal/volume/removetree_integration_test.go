@@ -44,10 +44,50 @@ func newRemoveTreeRig(t *testing.T) *removeTreeRig {
 			t.Fatal(err)
 		}
 	}
-	if _, err := mountID(0, "stdin"); errors.Is(err, errNoMountID) {
+	if _, err := mountIDOf(t, base); errors.Is(err, errNoMountID) {
 		t.Skipf("skipping: %v", err)
 	}
 	return r
+}
+
+func mountIDOf(t *testing.T, path string) (uint64, error) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return mountID(int(f.Fd()), path)
+}
+
+// TestIntegrationRemoveTreeMountAfterOpen: a host directory mounted on a
+// pod directory's subdirectory after the removal opened it is not emptied
+// through the mount: the removal works on the descriptor, which still
+// refers to the directory below the mount.
+func TestIntegrationRemoveTreeMountAfterOpen(t *testing.T) {
+	r := newRemoveTreeRig(t)
+	dir := filepath.Join(r.pod, "v")
+	mkdirs(t, dir)
+	writeTestFiles(t, filepath.Join(dir, "own"))
+	mnt, err := mountIDOf(t, r.pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindMount(t, r.host, dir) // the race, won by the attacker
+	if err := removeContent(fd, dir, mnt); err != nil {
+		t.Fatalf("removeContent = %v", err)
+	}
+	r.checkHostIntact(t)
+	if err := unix.Unmount(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "own")); !os.IsNotExist(err) {
+		t.Errorf("the pod's own file below the mount: %v, want it removed", err)
+	}
 }
 
 func (r *removeTreeRig) checkHostIntact(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -85,8 +86,8 @@ type result struct {
 	stolenStart, stolenDelete        float64 // share of all CPU time the hypervisor took (steal), 0–1
 	apiCallsStart, apiCallsDelete    float64 // the agent's API requests per pod
 	criCallsStart, criCallsDelete    float64 // the agent's CRI calls per pod
-	allocStartKiB, allocDeleteKiB    float64 // heartlet's Go heap allocation per pod
-	gcStart, gcDelete                float64 // heartlet's GC cycles in the burst
+	allocStartKiB, allocDeleteKiB    float64 // the agent's Go heap allocation per pod
+	gcStart, gcDelete                float64 // the agent's GC cycles in the burst
 	rssWithPodsMiB                   float64
 	memWithPods                      memory
 	trace                            stepTimes // heartlet only
@@ -346,11 +347,11 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		}
 		// The API server's counters are read outside the CPU windows:
 		// its metrics page costs it CPU of its own.
+		// So are the agent's: a scrape costs it CPU too.
 		s0 := takeServerRequests(ctx, cs)
-		h0 := takeHeap(name, debugBase)
+		k0 := takeCounters(name, metricsURL, debugBase)
 		a0, c0 := cpuMs(pid), cpuMsAll(ctrdPid)
 		w0 := takeWholeCPU(o.controlPlanePidDir)
-		k0 := takeCalls(metricsURL)
 		start := time.Now()
 		times, err := podStartLatency(ctx, cs, co)
 		if err != nil {
@@ -359,10 +360,11 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		lat := latencies(times)
 		r.allRunning = time.Since(start)
 		a1, c1 := cpuMs(pid), cpuMsAll(ctrdPid)
-		r.allocStartKiB, r.gcStart = takeHeap(name, debugBase).since(h0, n)
 		r.controlStartMs, r.machineStartMs, r.busyStart, r.stolenStart = takeWholeCPU(o.controlPlanePidDir).since(w0, n)
+		k1 := takeCounters(name, metricsURL, debugBase)
 		var byMethod map[string]float64
-		r.apiCallsStart, r.criCallsStart, byMethod = takeCalls(metricsURL).since(k0, n)
+		r.apiCallsStart, r.criCallsStart, byMethod = k1.since(k0, n)
+		r.allocStartKiB, r.gcStart = k1.heap.since(k0.heap, n)
 		fmt.Printf("compare: %s pods=%d CRI calls per pod started: %s\n", name, n, formatMethods(byMethod))
 		fmt.Printf("compare: %s pods=%d API server requests per pod started (every client): %s\n", name, n, formatMethods(takeServerRequests(ctx, cs).since(s0, n)))
 		prof.wait()
@@ -388,10 +390,9 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 			prof = startProfiles(debugBase, o.profileSeconds, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-delete", name, n)))
 		}
 		s2 := takeServerRequests(ctx, cs)
-		h2 := takeHeap(name, debugBase)
+		k2 := takeCounters(name, metricsURL, debugBase)
 		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
 		w2 := takeWholeCPU(o.controlPlanePidDir)
-		k2 := takeCalls(metricsURL)
 		dw, err := watchDeletion(ctx, cs, o.namespace)
 		if err != nil {
 			return res, err
@@ -407,9 +408,10 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		r.allDeleted = time.Since(start)
 		r.deleteTrace = dw.result()
 		a3, c3 := cpuMs(pid), cpuMsAll(ctrdPid)
-		r.allocDeleteKiB, r.gcDelete = takeHeap(name, debugBase).since(h2, n)
 		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete, r.stolenDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
-		r.apiCallsDelete, r.criCallsDelete, byMethod = takeCalls(metricsURL).since(k2, n)
+		k3 := takeCounters(name, metricsURL, debugBase)
+		r.apiCallsDelete, r.criCallsDelete, byMethod = k3.since(k2, n)
+		r.allocDeleteKiB, r.gcDelete = k3.heap.since(k2.heap, n)
 		fmt.Printf("compare: %s pods=%d CRI calls per pod deleted: %s\n", name, n, formatMethods(byMethod))
 		fmt.Printf("compare: %s pods=%d API server requests per pod deleted (every client): %s\n", name, n, formatMethods(takeServerRequests(ctx, cs).since(s2, n)))
 		prof.wait()
@@ -1165,9 +1167,10 @@ func pct(v float64) float64 {
 type heapReading struct{ totalAlloc, numGC float64 }
 
 // takeHeap reads the MemStats that a heap profile in text form ends with,
-// from heartlet's /debug/pprof/heap; the other agents have none to give.
-// Unlike the agent's CPU time, these counts do not depend on what else
-// runs on the machine (or the host, on a VM).
+// from heartlet's /debug/pprof/heap: for a heartlet build that does not
+// serve the Go runtime's series on /metrics. Unlike the agent's CPU time,
+// these counts do not depend on what else runs on the machine (or the
+// host, on a VM).
 func takeHeap(agent, debugBase string) heapReading {
 	h := heapReading{-1, -1}
 	if agent != agentHeartlet && agent != agentBase {
@@ -1222,17 +1225,30 @@ func (h heapReading) since(before heapReading, n int) (allocKiB, gcs float64) {
 	return allocKiB, gcs
 }
 
-// calls is a reading of an agent's request counters: API requests
-// (rest_client_requests_total) and CRI calls by method
-// (kubelet_runtime_operations_total); api negative and cri nil when
-// unreadable.
+// calls is a reading of an agent's counters: API requests
+// (rest_client_requests_total), CRI calls by method
+// (kubelet_runtime_operations_total) and its Go heap
+// (go_memstats_alloc_bytes_total, go_gc_cycles_total_gc_cycles_total,
+// which the kubelet serves as every Kubernetes component does); api
+// negative, cri nil and heap negative when unreadable.
 type calls struct {
-	api float64
-	cri map[string]float64
+	api  float64
+	cri  map[string]float64
+	heap heapReading
+}
+
+// takeCounters is takeCalls, with the heap read from heartlet's heap
+// profile where /metrics does not have it.
+func takeCounters(agent, metricsURL, debugBase string) calls {
+	c := takeCalls(metricsURL)
+	if c.heap.totalAlloc < 0 {
+		c.heap = takeHeap(agent, debugBase)
+	}
+	return c
 }
 
 func takeCalls(metricsURL string) calls {
-	c := calls{api: -1}
+	c := calls{api: -1, heap: heapReading{-1, -1}}
 	resp, err := http.Get(metricsURL)
 	if err != nil {
 		return c
@@ -1242,6 +1258,18 @@ func takeCalls(metricsURL string) calls {
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		return c
+	}
+	return countersOf(families)
+}
+
+// countersOf reads a calls from parsed metric families.
+func countersOf(families map[string]*dto.MetricFamily) calls {
+	c := calls{api: -1, heap: heapReading{-1, -1}}
+	if f := families["go_memstats_alloc_bytes_total"]; f != nil && len(f.GetMetric()) == 1 {
+		c.heap.totalAlloc = f.GetMetric()[0].GetCounter().GetValue()
+	}
+	if f := families["go_gc_cycles_total_gc_cycles_total"]; f != nil && len(f.GetMetric()) == 1 {
+		c.heap.numGC = f.GetMetric()[0].GetCounter().GetValue()
 	}
 	if f := families["rest_client_requests_total"]; f != nil {
 		c.api = 0

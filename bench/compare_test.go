@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/heartlet/heartlet/internal/journal"
 )
@@ -213,5 +217,46 @@ func TestParseMemStats(t *testing.T) {
 	}
 	if kib, gcs := (heapReading{5, 5}).since(heapReading{-1, -1}, 1); kib != -1 || gcs != -1 {
 		t.Errorf("since an unread reading = %v, %v; want -1, -1", kib, gcs)
+	}
+}
+
+func TestCountersOf(t *testing.T) {
+	tests := []struct {
+		name     string
+		text     string
+		wantAPI  float64
+		wantCRI  map[string]float64
+		wantHeap heapReading
+	}{
+		{"every counter", `# TYPE go_gc_cycles_total_gc_cycles_total counter
+go_gc_cycles_total_gc_cycles_total 42
+# TYPE go_memstats_alloc_bytes_total counter
+go_memstats_alloc_bytes_total 1.23456789e+08
+# TYPE kubelet_runtime_operations_total counter
+kubelet_runtime_operations_total{operation_type="run_podsandbox"} 3
+kubelet_runtime_operations_total{operation_type="start_container"} 5
+# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="200",host="a",method="GET"} 7
+rest_client_requests_total{code="201",host="a",method="POST"} 2
+`, 9, map[string]float64{"run_podsandbox": 3, "start_container": 5}, heapReading{123456789, 42}},
+		{"no Go series", `# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="200",host="a",method="GET"} 1
+`, 1, nil, heapReading{-1, -1}},
+		{"allocation without GC cycles", `# TYPE go_memstats_alloc_bytes_total counter
+go_memstats_alloc_bytes_total 10
+`, -1, nil, heapReading{10, -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parser := expfmt.NewTextParser(model.UTF8Validation)
+			families, err := parser.TextToMetricFamilies(strings.NewReader(tt.text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := countersOf(families)
+			if c.api != tt.wantAPI || !maps.Equal(c.cri, tt.wantCRI) || c.heap != tt.wantHeap {
+				t.Errorf("countersOf = %+v, want api %v cri %v heap %+v", c, tt.wantAPI, tt.wantCRI, tt.wantHeap)
+			}
+		})
 	}
 }

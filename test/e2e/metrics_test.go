@@ -217,6 +217,12 @@ func TestMetrics(t *testing.T) {
 		}
 		t.Logf("mean pod start %.3f s, total %.3f s, SLI %.3f s; image pull %.3f s", mean("kubelet_pod_start_duration_seconds"),
 			mean("kubelet_pod_start_total_duration_seconds"), mean("kubelet_pod_start_sli_duration_seconds"), mean("kubelet_image_pull_duration_seconds"))
+		// The process and Go runtime series every component serves.
+		atLeast(1<<20, "process_resident_memory_bytes")
+		atLeast(3, "process_open_fds")
+		atLeast(1, "go_goroutines")
+		atLeast(1, "go_memstats_alloc_bytes_total")
+		atLeast(1, "go_gc_cycles_total_gc_cycles_total")
 		if v, ok := sample(mfs, "kubelet_pleg_last_seen_seconds"); !ok || math.Abs(float64(time.Now().Unix())-v) > 30 {
 			t.Errorf("kubelet_pleg_last_seen_seconds = %v (present %v), want within 30 s of now", v, ok)
 		}

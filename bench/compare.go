@@ -79,6 +79,7 @@ type result struct {
 	p50, p90, p99, allRunning        time.Duration
 	allDeleted                       time.Duration
 	cpuStartMs, cpuDeleteMs          float64 // agent CPU per pod
+	sysStartMs, sysDeleteMs          float64 // of which in the kernel (system time)
 	runtimeStartMs, runtimeDeleteMs  float64 // containerd and its children per pod
 	controlStartMs, controlDeleteMs  float64 // the control plane's daemons per pod
 	machineStartMs, machineDeleteMs  float64 // every process and the kernel, per pod
@@ -351,6 +352,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		s0 := takeServerRequests(ctx, cs)
 		k0 := takeCounters(name, metricsURL, debugBase)
 		a0, c0 := cpuMs(pid), cpuMsAll(ctrdPid)
+		y0 := sysCPUMs(pid)
 		w0 := takeWholeCPU(o.controlPlanePidDir)
 		start := time.Now()
 		times, err := podStartLatency(ctx, cs, co)
@@ -360,6 +362,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		lat := latencies(times)
 		r.allRunning = time.Since(start)
 		a1, c1 := cpuMs(pid), cpuMsAll(ctrdPid)
+		r.sysStartMs = (sysCPUMs(pid) - y0) / float64(n)
 		r.controlStartMs, r.machineStartMs, r.busyStart, r.stolenStart = takeWholeCPU(o.controlPlanePidDir).since(w0, n)
 		k1 := takeCounters(name, metricsURL, debugBase)
 		var byMethod map[string]float64
@@ -392,6 +395,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		s2 := takeServerRequests(ctx, cs)
 		k2 := takeCounters(name, metricsURL, debugBase)
 		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
+		y2 := sysCPUMs(pid)
 		w2 := takeWholeCPU(o.controlPlanePidDir)
 		dw, err := watchDeletion(ctx, cs, o.namespace)
 		if err != nil {
@@ -408,6 +412,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		r.allDeleted = time.Since(start)
 		r.deleteTrace = dw.result()
 		a3, c3 := cpuMs(pid), cpuMsAll(ctrdPid)
+		r.sysDeleteMs = (sysCPUMs(pid) - y2) / float64(n)
 		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete, r.stolenDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
 		k3 := takeCounters(name, metricsURL, debugBase)
 		r.apiCallsDelete, r.criCallsDelete, byMethod = k3.since(k2, n)
@@ -519,7 +524,7 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 	}
 	for _, n := range o.counts {
 		waitQuiet(os.Stdout, fmt.Sprintf("%s pods=%d", agentAPI, n))
-		r := &result{n: n, p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
+		r := &result{n: n, p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1, sysStartMs: -1, sysDeleteMs: -1,
 			runtimeStartMs: -1, runtimeDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1, stolenStart: -1, stolenDelete: -1,
 			allocStartKiB: -1, allocDeleteKiB: -1, gcStart: -1, gcDelete: -1,
 			apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}
@@ -592,7 +597,7 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 	defer os.RemoveAll(logDir)
 	for _, n := range o.counts {
 		waitQuiet(os.Stdout, fmt.Sprintf("%s pods=%d", agentFloor, n))
-		r := &result{n: n, cpuStartMs: -1, cpuDeleteMs: -1, apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}
+		r := &result{n: n, cpuStartMs: -1, cpuDeleteMs: -1, sysStartMs: -1, sysDeleteMs: -1, apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}
 		type pod struct {
 			sandbox, container string
 			lat                time.Duration
@@ -761,6 +766,16 @@ func containerdPid(file string) int {
 
 const msPerTick = 10 // USER_HZ is 100 on Linux
 
+// sysCPUMs is pid's system CPU time (in the kernel, on its behalf) in
+// milliseconds, 0 when unreadable.
+func sysCPUMs(pid int) float64 {
+	_, sys, err := cpuTicksSplit(pid)
+	if err != nil {
+		return 0
+	}
+	return float64(sys * msPerTick)
+}
+
 // cpuMs is pid's own CPU time in milliseconds (0 when unreadable).
 func cpuMs(pid int) float64 {
 	t, err := cpuTicks(pid)
@@ -910,7 +925,7 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 	}
 	// missing stands for a pod count an agent did not finish: "–" in
 	// every row.
-	missing := &result{p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1,
+	missing := &result{p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1, sysStartMs: -1, sysDeleteMs: -1,
 		runtimeStartMs: -1, runtimeDeleteMs: -1, rssWithPodsMiB: -1, apiPerMinWithPods: -1, cpuPerMinPods: -1,
 		controlStartMs: -1, controlDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1, stolenStart: -1, stolenDelete: -1,
 		allocStartKiB: -1, allocDeleteKiB: -1, gcStart: -1, gcDelete: -1,
@@ -931,6 +946,8 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 		row(p+"all deleted", " s", func(r *agentResult) float64 { return get(r).allDeleted.Seconds() })
 		row(p+"agent CPU per pod started", " ms", func(r *agentResult) float64 { return na(r, get(r).cpuStartMs) })
 		row(p+"agent CPU per pod deleted", " ms", func(r *agentResult) float64 { return na(r, get(r).cpuDeleteMs) })
+		row(p+"agent CPU per pod started: in the kernel", " ms", func(r *agentResult) float64 { return na(r, get(r).sysStartMs) })
+		row(p+"agent CPU per pod deleted: in the kernel", " ms", func(r *agentResult) float64 { return na(r, get(r).sysDeleteMs) })
 		row(p+"containerd CPU per pod started", " ms", func(r *agentResult) float64 { return get(r).runtimeStartMs })
 		row(p+"containerd CPU per pod deleted", " ms", func(r *agentResult) float64 { return get(r).runtimeDeleteMs })
 		row(p+"agent API requests per pod started", " calls", func(r *agentResult) float64 { return get(r).apiCallsStart })

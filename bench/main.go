@@ -268,19 +268,26 @@ func waitGone(ctx context.Context, rs *runtime.Runtime, limit time.Duration) err
 
 // cpuTicks returns utime+stime of pid in clock ticks.
 func cpuTicks(pid int) (int64, error) {
+	u, st, err := cpuTicksSplit(pid)
+	return u + st, err
+}
+
+// cpuTicksSplit returns pid's user and system (in the kernel) CPU time in
+// clock ticks.
+func cpuTicksSplit(pid int) (user, sys int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// Fields after the command name (which may hold spaces) start after ')'.
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(fields) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
 	}
-	u, _ := strconv.ParseInt(fields[11], 10, 64)
-	st, _ := strconv.ParseInt(fields[12], 10, 64)
-	return u + st, nil
+	user, _ = strconv.ParseInt(fields[11], 10, 64)
+	sys, _ = strconv.ParseInt(fields[12], 10, 64)
+	return user, sys, nil
 }
 
 // rssKiB returns VmRSS of pid in KiB.

@@ -442,7 +442,8 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 }
 
 // idleWindow returns the agent's API requests and CPU milliseconds per
-// minute over d.
+// minute over d. Its metrics are read outside the CPU window: a scrape
+// costs the agent CPU.
 func idleWindow(pid int, metricsURL string, d time.Duration) (apiPerMin, cpuPerMin float64, err error) {
 	r0, err := restRequests(metricsURL)
 	if err != nil {
@@ -450,12 +451,12 @@ func idleWindow(pid int, metricsURL string, d time.Duration) (apiPerMin, cpuPerM
 	}
 	c0, t0 := cpuMs(pid), time.Now()
 	time.Sleep(d)
+	c1, mins := cpuMs(pid), time.Since(t0).Minutes()
 	r1, err := restRequests(metricsURL)
 	if err != nil {
 		return 0, 0, err
 	}
-	mins := time.Since(t0).Minutes()
-	return (r1 - r0) / mins, (cpuMs(pid) - c0) / mins, nil
+	return (r1 - r0) / mins, (c1 - c0) / mins, nil
 }
 
 // deleteNode removes the Node and its Lease so that the next agent

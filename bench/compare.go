@@ -43,6 +43,10 @@ const (
 	// API for a node nobody serves, for what the control plane spends on
 	// the benchmark's own requests.
 	agentAPI = "api"
+	// agentAPIWrites is no agent either: the api reference plus, per pod,
+	// the requests any agent serving it makes, for what the API side of a
+	// pod costs the control plane at least.
+	agentAPIWrites = "api-writes"
 	// agentBase is a second heartlet build (-heartlet-base), e.g. before a
 	// change, measured in the same run for a before/after ratio.
 	agentBase = "heartlet-base"
@@ -82,7 +86,7 @@ type result struct {
 	sysStartMs, sysDeleteMs          float64 // of which in the kernel (system time)
 	runtimeStartMs, runtimeDeleteMs  float64 // containerd and its children per pod
 	controlStartMs, controlDeleteMs  float64 // the control plane's daemons per pod
-	machineStartMs, machineDeleteMs  float64 // every process and the kernel, per pod
+	machineStartMs, machineDeleteMs  float64 // every process and the kernel, per pod, less the time stolen
 	busyStart, busyDelete            float64 // share of all CPUs busy during the burst, 0–1
 	stolenStart, stolenDelete        float64 // share of all CPU time the hypervisor took (steal), 0–1
 	apiCallsStart, apiCallsDelete    float64 // the agent's API requests per pod
@@ -173,7 +177,12 @@ func runCompare(o compareOptions) error {
 		case agentFloor:
 			r, err = runFloor(ctx, rs, o)
 		case agentAPI:
-			r, err = runAPIOnly(ctx, cs, o)
+			r, err = runAPIOnly(ctx, cs, o, nil)
+		case agentAPIWrites:
+			var w *nodeWrites
+			if w, err = newNodeWrites(o); err == nil {
+				r, err = runAPIOnly(ctx, cs, o, w)
+			}
 		default:
 			r, err = runAgent(ctx, cs, rs, o, a, dir, config, roPort, port)
 		}
@@ -512,19 +521,31 @@ const apiSettle = 5 * time.Second
 // would confirm a graceful deletion) and waits apiSettle again; the
 // control plane's CPU in each window, less what it spends idle in as long
 // a window, is what the benchmark's own requests cost it per pod.
-func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) (*agentResult, error) {
+//
+// With w, the pods are bound to the benchmark's node and w makes, for
+// each, the requests an agent serving it makes once it runs and once it
+// is deleted (gracefully, as for the agents); the windows then measure
+// those requests too.
+func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions, w *nodeWrites) (*agentResult, error) {
 	res := &agentResult{name: agentAPI, byN: map[int]*result{}, version: "no agent"}
 	if err := ensureNamespace(ctx, cs, o.namespace); err != nil {
 		return nil, err
 	}
 	co := clusterOptions{image: o.image, nodeName: o.nodeName + "-nobody", namespace: o.namespace}
+	var deleteOpts metav1.DeleteOptions
+	if w == nil {
+		deleteOpts.GracePeriodSeconds = new(int64)
+	} else {
+		res.name, res.version = agentAPIWrites, "no agent; the node's requests per pod made by the benchmark"
+		co.nodeName = o.nodeName
+	}
 	idle := func() float64 {
 		w0 := takeWholeCPU(o.controlPlanePidDir)
 		time.Sleep(apiSettle)
 		return takeWholeCPU(o.controlPlanePidDir).control - w0.control
 	}
 	for _, n := range o.counts {
-		waitQuiet(os.Stdout, fmt.Sprintf("%s pods=%d", agentAPI, n))
+		waitQuiet(os.Stdout, fmt.Sprintf("%s pods=%d", res.name, n))
 		r := &result{n: n, p50: -1, p90: -1, p99: -1, allRunning: -1, allDeleted: -1, cpuStartMs: -1, cpuDeleteMs: -1, sysStartMs: -1, sysDeleteMs: -1,
 			runtimeStartMs: -1, runtimeDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1, stolenStart: -1, stolenDelete: -1,
 			allocStartKiB: -1, allocDeleteKiB: -1, gcStart: -1, gcDelete: -1,
@@ -537,7 +558,10 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 		for i := range n {
 			pod := benchPod(co, fmt.Sprintf("bench-%d", i))
 			go func() {
-				_, err := cs.CoreV1().Pods(o.namespace).Create(ctx, pod, metav1.CreateOptions{})
+				created, err := cs.CoreV1().Pods(o.namespace).Create(ctx, pod, metav1.CreateOptions{})
+				if err == nil && w != nil {
+					err = w.started(ctx, created)
+				}
 				errc <- err
 			}()
 		}
@@ -552,13 +576,18 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 		created := time.Since(start)
 		w1 := takeWholeCPU(o.controlPlanePidDir)
 		s1 := takeServerRequests(ctx, cs)
-		fmt.Printf("compare: api pods=%d API server requests per pod created (every client): %s\n", n, formatMethods(s1.since(s0, n)))
+		fmt.Printf("compare: %s pods=%d API server requests per pod created (every client): %s\n", res.name, n, formatMethods(s1.since(s0, n)))
 		r.controlStartMs = (w1.control - w0.control - base*created.Seconds()/apiSettle.Seconds()) / float64(n)
 		w1 = takeWholeCPU(o.controlPlanePidDir) // the deletion's window starts after the read of s1
 
 		start = time.Now()
-		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, deleteOpts, metav1.ListOptions{}); err != nil {
 			return res, fmt.Errorf("delete pods: %w", err)
+		}
+		if w != nil {
+			if err := w.deleted(ctx); err != nil {
+				return res, err
+			}
 		}
 		if err := waitNoPods(ctx, cs, o.namespace, 2*time.Minute); err != nil {
 			return res, err
@@ -566,11 +595,11 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions) 
 		time.Sleep(apiSettle)
 		deleted := time.Since(start)
 		w2 := takeWholeCPU(o.controlPlanePidDir)
-		fmt.Printf("compare: api pods=%d API server requests per pod deleted (every client): %s\n", n, formatMethods(takeServerRequests(ctx, cs).since(s1, n)))
+		fmt.Printf("compare: %s pods=%d API server requests per pod deleted (every client): %s\n", res.name, n, formatMethods(takeServerRequests(ctx, cs).since(s1, n)))
 		r.controlDeleteMs = (w2.control - w1.control - base*deleted.Seconds()/apiSettle.Seconds()) / float64(n)
 		res.byN[n] = r
-		fmt.Printf("compare: api pods=%d control plane CPU per pod created=%.0fms deleted=%.0fms (idle %.0fms per %s subtracted)\n",
-			n, r.controlStartMs, r.controlDeleteMs, base, apiSettle)
+		fmt.Printf("compare: %s pods=%d control plane CPU per pod created=%.0fms deleted=%.0fms (idle %.0fms per %s subtracted)\n",
+			res.name, n, r.controlStartMs, r.controlDeleteMs, base, apiSettle)
 	}
 	return res, nil
 }
@@ -919,7 +948,7 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 		fmt.Fprintln(w, line)
 	}
 	na := func(r *agentResult, v float64) float64 {
-		if r.name == agentFloor || r.name == agentAPI {
+		if r.name == agentFloor || r.name == agentAPI || r.name == agentAPIWrites {
 			return -1
 		}
 		return v
@@ -1017,10 +1046,10 @@ func parseCompare(agents, counts string) (compareOptions, error) {
 	for _, a := range strings.Split(agents, ",") {
 		a = strings.TrimSpace(a)
 		switch a {
-		case agentHeartlet, agentKubelet, agentFloor, agentBase, agentAPI:
+		case agentHeartlet, agentKubelet, agentFloor, agentBase, agentAPI, agentAPIWrites:
 			o.agents = append(o.agents, a)
 		default:
-			return o, fmt.Errorf("unknown agent %q (want heartlet, heartlet-base, kubelet, floor or api)", a)
+			return o, fmt.Errorf("unknown agent %q (want heartlet, heartlet-base, kubelet, floor, api or api-writes)", a)
 		}
 	}
 	for _, f := range strings.Split(counts, ",") {
@@ -1121,10 +1150,11 @@ func takeWholeCPU(pidDir string) wholeCPU {
 
 // since returns, between before and w, the control plane's and the whole
 // machine's CPU per pod of n, the share of all CPUs that was busy and the
-// share the hypervisor took.
+// share the hypervisor took. The machine's CPU is the work done: busy
+// time less the time stolen, which /proc/stat counts as busy.
 func (w wholeCPU) since(before wholeCPU, n int) (controlMs, machineMs, busy, stolen float64) {
 	controlMs = (w.control - before.control) / float64(n)
-	machineMs = (w.busy - before.busy) / float64(n)
+	machineMs = (w.busy - before.busy - (w.stolen - before.stolen)) / float64(n)
 	if t := w.total - before.total; t > 0 {
 		busy = (w.busy - before.busy) / t
 		stolen = (w.stolen - before.stolen) / t

@@ -260,3 +260,13 @@ go_memstats_alloc_bytes_total 10
 		})
 	}
 }
+
+func TestWholeCPUSince(t *testing.T) {
+	before := wholeCPU{busy: 1000, total: 4000, stolen: 100, control: 50}
+	after := wholeCPU{busy: 3000, total: 8000, stolen: 500, control: 250}
+	control, machine, busy, stolen := after.since(before, 10)
+	// 2000 ms busy, of which 400 stolen: 1600 ms of work for 10 pods.
+	if control != 20 || machine != 160 || busy != 0.5 || stolen != 0.1 {
+		t.Errorf("since = control %v, machine %v, busy %v, stolen %v; want 20, 160, 0.5, 0.1", control, machine, busy, stolen)
+	}
+}

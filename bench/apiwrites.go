@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// nodeWrites makes, with the node's credentials, the API requests that
+// any agent serving a pod of the benchmark makes, whatever it is built
+// like: what upstream's kubelet and heartlet both send for such a pod.
+// Once the pod runs: a service account token bound to the pod (its
+// projected token volume), the container's Pulled, Created and Started
+// events, and one status patch to Running. Once it is deleted
+// gracefully: the container's Killing event, one status patch with the
+// container terminated, and the final delete with grace 0.
+type nodeWrites struct {
+	cs   kubernetes.Interface
+	node string
+
+	mu   sync.Mutex
+	pods map[string]*v1.Pod // by name, as created
+}
+
+func newNodeWrites(o compareOptions) (*nodeWrites, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.nodeKC)
+	if err != nil {
+		return nil, fmt.Errorf("node kubeconfig %q: %w", o.nodeKC, err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &nodeWrites{cs: cs, node: o.nodeName, pods: map[string]*v1.Pod{}}, nil
+}
+
+// tokenSeconds is the lifetime the kubelet asks for a projected service
+// account token by default (an hour, plus its jitter allowance).
+const tokenSeconds = 3607
+
+// started makes the requests of pod's start.
+func (w *nodeWrites) started(ctx context.Context, pod *v1.Pod) error {
+	w.mu.Lock()
+	w.pods[pod.Name] = pod
+	w.mu.Unlock()
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	exp := int64(tokenSeconds)
+	_, err := w.cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: &exp,
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("token for pod %s: %w", pod.Name, err)
+	}
+	c := pod.Spec.Containers[0]
+	for _, e := range [][2]string{
+		{"Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image)},
+		{"Created", "Container created"},
+		{"Started", "Container started"},
+	} {
+		if err := w.event(ctx, pod, e[0], e[1]); err != nil {
+			return err
+		}
+	}
+	now := metav1.Now()
+	return w.patchStatus(ctx, pod, v1.PodRunning, true, v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}}, now)
+}
+
+// deleted makes the requests of the graceful deletion of every pod that
+// started through w, once the deletion was asked for.
+func (w *nodeWrites) deleted(ctx context.Context) error {
+	w.mu.Lock()
+	pods := w.pods
+	w.pods = map[string]*v1.Pod{}
+	w.mu.Unlock()
+	errc := make(chan error, len(pods))
+	for _, pod := range pods {
+		go func() {
+			errc <- w.deleteOne(ctx, pod)
+		}()
+	}
+	var errs []error
+	for range pods {
+		errs = append(errs, <-errc)
+	}
+	return errors.Join(errs...)
+}
+
+func (w *nodeWrites) deleteOne(ctx context.Context, pod *v1.Pod) error {
+	c := pod.Spec.Containers[0]
+	if err := w.event(ctx, pod, "Killing", fmt.Sprintf("Stopping container %s", c.Name)); err != nil {
+		return err
+	}
+	now := metav1.Now()
+	state := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", StartedAt: now, FinishedAt: now}}
+	if err := w.patchStatus(ctx, pod, v1.PodRunning, false, state, now); err != nil {
+		return err
+	}
+	uid := pod.UID
+	err := w.cs.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64), Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil {
+		return fmt.Errorf("final delete of pod %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// event posts one event of the pod's container, as an agent reports it.
+func (w *nodeWrites) event(ctx context.Context, pod *v1.Pod, reason, message string) error {
+	now := metav1.Now()
+	suffix := make([]byte, 8)
+	_, _ = rand.Read(suffix)
+	ev := &v1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name + "." + hex.EncodeToString(suffix), Namespace: pod.Namespace},
+		InvolvedObject: v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+			ResourceVersion: pod.ResourceVersion, FieldPath: "spec.containers{" + pod.Spec.Containers[0].Name + "}"},
+		Reason: reason, Message: message, Type: v1.EventTypeNormal,
+		Source:         v1.EventSource{Component: "kubelet", Host: w.node},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: "kubelet", ReportingInstance: w.node,
+	}
+	if _, err := w.cs.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("event %s of pod %s: %w", reason, pod.Name, err)
+	}
+	return nil
+}
+
+// patchStatus writes the pod's status as an agent does: one strategic
+// merge patch of the status subresource with the pod's conditions and
+// its one container's state.
+func (w *nodeWrites) patchStatus(ctx context.Context, pod *v1.Pod, phase v1.PodPhase, ready bool, state v1.ContainerState, now metav1.Time) error {
+	readyCond := v1.ConditionFalse
+	if ready {
+		readyCond = v1.ConditionTrue
+	}
+	c := pod.Spec.Containers[0]
+	started := ready
+	status := v1.PodStatus{
+		Phase: phase,
+		Conditions: []v1.PodCondition{
+			{Type: v1.PodReadyToStartContainers, Status: readyCond, LastTransitionTime: now},
+			{Type: v1.PodInitialized, Status: v1.ConditionTrue, LastTransitionTime: now},
+			{Type: v1.PodReady, Status: readyCond, LastTransitionTime: now},
+			{Type: v1.ContainersReady, Status: readyCond, LastTransitionTime: now},
+			{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: now},
+		},
+		HostIP:    "127.0.0.1",
+		HostIPs:   []v1.HostIP{{IP: "127.0.0.1"}},
+		PodIP:     "10.88.0.2",
+		PodIPs:    []v1.PodIP{{IP: "10.88.0.2"}},
+		StartTime: &now,
+		QOSClass:  v1.PodQOSBestEffort,
+		ContainerStatuses: []v1.ContainerStatus{{
+			Name: c.Name, State: state, Ready: ready, Started: &started, Image: c.Image,
+			ImageID:     "sha256:" + fmt.Sprintf("%064x", 0),
+			ContainerID: "containerd://" + fmt.Sprintf("%064x", time.Now().UnixNano()),
+		}},
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID},
+		"status":   status,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = w.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return fmt.Errorf("status of pod %s: %w", pod.Name, err)
+	}
+	return nil
+}

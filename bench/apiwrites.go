@@ -12,6 +12,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -61,12 +62,15 @@ func (w *nodeWrites) started(ctx context.Context, pod *v1.Pod) error {
 		sa = "default"
 	}
 	exp := int64(tokenSeconds)
-	_, err := w.cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: &exp,
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
-	}, metav1.CreateOptions{})
+	err := retryNotFound(ctx, func() error {
+		_, err := w.cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{
+				ExpirationSeconds: &exp,
+				BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+			},
+		}, metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("token for pod %s: %w", pod.Name, err)
 	}
@@ -120,6 +124,25 @@ func (w *nodeWrites) deleteOne(ctx context.Context, pod *v1.Pod) error {
 		return fmt.Errorf("final delete of pod %s: %w", pod.Name, err)
 	}
 	return nil
+}
+
+// retryNotFound calls f until it does not fail with NotFound, for up to
+// 10 s: the node authorizer and admission check a pod against the API
+// server's cache, which may not have a pod just created. An agent learns
+// of its pods from a watch of that cache, so it never meets this.
+func retryNotFound(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := f()
+		if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // event posts one event of the pod's container, as an agent reports it.
@@ -180,7 +203,10 @@ func (w *nodeWrites) patchStatus(ctx context.Context, pod *v1.Pod, phase v1.PodP
 	if err != nil {
 		return err
 	}
-	_, err = w.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	err = retryNotFound(ctx, func() error {
+		_, err := w.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("status of pod %s: %w", pod.Name, err)
 	}

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -22,17 +23,21 @@ import (
 // nodeWrites makes, with the node's credentials, the API requests that
 // any agent serving a pod of the benchmark makes, whatever it is built
 // like: what upstream's kubelet and heartlet both send for such a pod.
-// Once the pod runs: a service account token bound to the pod (its
-// projected token volume), the container's Pulled, Created and Started
-// events, and one status patch to Running. Once it is deleted
+// It learns of the node's pods as an agent does, from a watch of the pods
+// bound to the node. For a new pod: a service account token bound to the
+// pod (its projected token volume), the container's Pulled, Created and
+// Started events, and one status patch to Running. Once it is deleted
 // gracefully: the container's Killing event, one status patch with the
 // container terminated, and the final delete with grace 0.
 type nodeWrites struct {
 	cs   kubernetes.Interface
 	node string
 
-	mu   sync.Mutex
-	pods map[string]*v1.Pod // by name, as created
+	mu       sync.Mutex
+	started  map[types.UID]bool // pods whose start requests were made
+	deleting map[types.UID]bool // pods whose deletion requests were begun
+	finished int                // pods whose start requests are done
+	errs     []error
 }
 
 func newNodeWrites(o compareOptions) (*nodeWrites, error) {
@@ -41,22 +46,123 @@ func newNodeWrites(o compareOptions) (*nodeWrites, error) {
 		return nil, fmt.Errorf("node kubeconfig %q: %w", o.nodeKC, err)
 	}
 	cfg.QPS, cfg.Burst = 200, 400
+	// As the kubelet and heartlet by default (kubeAPIContentType).
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &nodeWrites{cs: cs, node: o.nodeName, pods: map[string]*v1.Pod{}}, nil
+	return &nodeWrites{cs: cs, node: o.nodeName, started: map[types.UID]bool{}, deleting: map[types.UID]bool{}}, nil
+}
+
+// run watches the node's pods in ns until ctx is done and makes the
+// requests of each new pod and of each pod marked for deletion, each pod
+// in a goroutine of its own.
+func (w *nodeWrites) run(ctx context.Context, ns string) {
+	rv := ""
+	for ctx.Err() == nil {
+		wi, err := w.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + w.node, ResourceVersion: rv})
+		if err != nil {
+			if ctx.Err() == nil {
+				w.fail(fmt.Errorf("watch the node's pods: %w", err))
+			}
+			return
+		}
+		for ev := range wi.ResultChan() {
+			pod, ok := ev.Object.(*v1.Pod)
+			if !ok {
+				continue
+			}
+			rv = pod.ResourceVersion
+			if ev.Type == watch.Deleted {
+				continue
+			}
+			w.mu.Lock()
+			start := !w.started[pod.UID] && pod.DeletionTimestamp == nil
+			del := !w.deleting[pod.UID] && pod.DeletionTimestamp != nil && w.started[pod.UID]
+			if start {
+				w.started[pod.UID] = true
+			}
+			if del {
+				w.deleting[pod.UID] = true
+			}
+			w.mu.Unlock()
+			switch {
+			case start:
+				go func() {
+					if err := w.start(ctx, pod); err != nil {
+						w.fail(err)
+					}
+					w.mu.Lock()
+					w.finished++
+					w.mu.Unlock()
+				}()
+			case del:
+				go func() {
+					if err := w.deleteOne(ctx, pod); err != nil {
+						w.fail(err)
+					}
+				}()
+			}
+		}
+		wi.Stop()
+	}
+}
+
+func (w *nodeWrites) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.errs = append(w.errs, err)
+}
+
+// err returns the failures so far; none for a nil w.
+func (w *nodeWrites) err() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return errors.Join(w.errs...)
+}
+
+// waitStarted waits until the start requests of n pods are done, or a
+// request failed, or limit passed.
+func (w *nodeWrites) waitStarted(ctx context.Context, n int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		w.mu.Lock()
+		done, failed := w.finished >= n, len(w.errs) > 0
+		w.mu.Unlock()
+		switch {
+		case failed:
+			return w.err()
+		case done:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("the start requests of %d pods not done after %s", n, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// reset forgets the pods seen, for the next burst.
+func (w *nodeWrites) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.started, w.deleting, w.finished = map[types.UID]bool{}, map[types.UID]bool{}, 0
 }
 
 // tokenSeconds is the lifetime the kubelet asks for a projected service
 // account token by default (an hour, plus its jitter allowance).
 const tokenSeconds = 3607
 
-// started makes the requests of pod's start.
-func (w *nodeWrites) started(ctx context.Context, pod *v1.Pod) error {
-	w.mu.Lock()
-	w.pods[pod.Name] = pod
-	w.mu.Unlock()
+// start makes the requests of pod's start.
+func (w *nodeWrites) start(ctx context.Context, pod *v1.Pod) error {
 	sa := pod.Spec.ServiceAccountName
 	if sa == "" {
 		sa = "default"
@@ -88,26 +194,6 @@ func (w *nodeWrites) started(ctx context.Context, pod *v1.Pod) error {
 	return w.patchStatus(ctx, pod, v1.PodRunning, true, v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: now}}, now)
 }
 
-// deleted makes the requests of the graceful deletion of every pod that
-// started through w, once the deletion was asked for.
-func (w *nodeWrites) deleted(ctx context.Context) error {
-	w.mu.Lock()
-	pods := w.pods
-	w.pods = map[string]*v1.Pod{}
-	w.mu.Unlock()
-	errc := make(chan error, len(pods))
-	for _, pod := range pods {
-		go func() {
-			errc <- w.deleteOne(ctx, pod)
-		}()
-	}
-	var errs []error
-	for range pods {
-		errs = append(errs, <-errc)
-	}
-	return errors.Join(errs...)
-}
-
 func (w *nodeWrites) deleteOne(ctx context.Context, pod *v1.Pod) error {
 	c := pod.Spec.Containers[0]
 	if err := w.event(ctx, pod, "Killing", fmt.Sprintf("Stopping container %s", c.Name)); err != nil {
@@ -126,15 +212,15 @@ func (w *nodeWrites) deleteOne(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-// retryNotFound calls f until it does not fail with NotFound, for up to
-// 10 s: the node authorizer and admission check a pod against the API
-// server's cache, which may not have a pod just created. An agent learns
-// of its pods from a watch of that cache, so it never meets this.
+// retryNotFound calls f until it does not fail with NotFound or
+// Forbidden, for up to 10 s: the node authorizer and admission check a pod
+// against their own caches, which may lag behind the watch that showed
+// the pod (so an agent meets this too, and retries on its next sync).
 func retryNotFound(ctx context.Context, f func() error) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := f()
-		if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
+		if !(apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) || time.Now().After(deadline) {
 			return err
 		}
 		select {

@@ -415,7 +415,10 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 			return res, fmt.Errorf("delete bench pods: %w", err)
 		}
-		if err := waitNoPods(ctx, cs, o.namespace, 10*time.Minute); err != nil {
+		// The watch, not a list every 200 ms: lists of up to N pods
+		// while the agent works would cost the API server CPU that the
+		// control plane's figure would count.
+		if err := dw.waitRemoved(ctx, n, 10*time.Minute); err != nil {
 			return res, err
 		}
 		r.allDeleted = time.Since(start)
@@ -429,6 +432,9 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		fmt.Printf("compare: %s pods=%d CRI calls per pod deleted: %s\n", name, n, formatMethods(byMethod))
 		fmt.Printf("compare: %s pods=%d API server requests per pod deleted (every client): %s\n", name, n, formatMethods(takeServerRequests(ctx, cs).since(s2, n)))
 		prof.wait()
+		if err := waitNoPods(ctx, cs, o.namespace, time.Minute); err != nil {
+			return res, err
+		}
 		r.cpuDeleteMs = (a3 - a2) / float64(n)
 		r.runtimeDeleteMs = (c3 - c2) / float64(n)
 		res.byN[n] = r
@@ -522,10 +528,10 @@ const apiSettle = 5 * time.Second
 // control plane's CPU in each window, less what it spends idle in as long
 // a window, is what the benchmark's own requests cost it per pod.
 //
-// With w, the pods are bound to the benchmark's node and w makes, for
-// each, the requests an agent serving it makes once it runs and once it
-// is deleted (gracefully, as for the agents); the windows then measure
-// those requests too.
+// With w, the pods are bound to the benchmark's node and w, watching
+// them as an agent does, makes for each the requests an agent serving it
+// makes once it runs and once it is deleted (gracefully, as for the
+// agents); the windows then measure those requests and the watch too.
 func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions, w *nodeWrites) (*agentResult, error) {
 	res := &agentResult{name: agentAPI, byN: map[int]*result{}, version: "no agent"}
 	if err := ensureNamespace(ctx, cs, o.namespace); err != nil {
@@ -538,6 +544,9 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions, 
 	} else {
 		res.name, res.version = agentAPIWrites, "no agent; the node's requests per pod made by the benchmark"
 		co.nodeName = o.nodeName
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go w.run(wctx, o.namespace)
 	}
 	idle := func() float64 {
 		w0 := takeWholeCPU(o.controlPlanePidDir)
@@ -558,10 +567,7 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions, 
 		for i := range n {
 			pod := benchPod(co, fmt.Sprintf("bench-%d", i))
 			go func() {
-				created, err := cs.CoreV1().Pods(o.namespace).Create(ctx, pod, metav1.CreateOptions{})
-				if err == nil && w != nil {
-					err = w.started(ctx, created)
-				}
+				_, err := cs.CoreV1().Pods(o.namespace).Create(ctx, pod, metav1.CreateOptions{})
 				errc <- err
 			}()
 		}
@@ -571,6 +577,11 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions, 
 		}
 		if err := errors.Join(errs...); err != nil {
 			return res, fmt.Errorf("create pods: %w", err)
+		}
+		if w != nil {
+			if err := w.waitStarted(ctx, n, 2*time.Minute); err != nil {
+				return res, err
+			}
 		}
 		time.Sleep(apiSettle)
 		created := time.Since(start)
@@ -584,13 +595,14 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions, 
 		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, deleteOpts, metav1.ListOptions{}); err != nil {
 			return res, fmt.Errorf("delete pods: %w", err)
 		}
+		if err := waitNoPods(ctx, cs, o.namespace, 2*time.Minute); err != nil {
+			return res, errors.Join(err, w.err())
+		}
 		if w != nil {
-			if err := w.deleted(ctx); err != nil {
+			if err := w.err(); err != nil {
 				return res, err
 			}
-		}
-		if err := waitNoPods(ctx, cs, o.namespace, 2*time.Minute); err != nil {
-			return res, err
+			w.reset()
 		}
 		time.Sleep(apiSettle)
 		deleted := time.Since(start)

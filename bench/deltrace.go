@@ -73,9 +73,35 @@ type deletionWatch struct {
 	w    watch.Interface
 	done chan struct{}
 
-	mu    sync.Mutex
-	start time.Time
-	seen  map[string][]time.Time // by pod name, per step; zero: not yet
+	mu      sync.Mutex
+	start   time.Time
+	seen    map[string][]time.Time // by pod name, per step; zero: not yet
+	removed int                    // pods seen deleted
+}
+
+// waitRemoved waits until the watch has seen n pods deleted, or limit
+// passed, or the watch ended. Unlike listing the namespace again and
+// again, it costs the API server nothing more while an agent works.
+func (d *deletionWatch) waitRemoved(ctx context.Context, n int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		d.mu.Lock()
+		removed := d.removed
+		d.mu.Unlock()
+		if removed >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d pods removed after %s", removed, n, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.done:
+			return fmt.Errorf("the watch of the pods ended with %d of %d removed", removed, n)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // watchDeletion starts watching ns's pods from their current list.
@@ -129,6 +155,9 @@ func (d *deletionWatch) observe(typ watch.EventType, p *v1.Pod, now time.Time) {
 		mark(1)
 	}
 	if typ == watch.Deleted {
+		if t[2].IsZero() {
+			d.removed++
+		}
 		mark(2)
 	}
 }

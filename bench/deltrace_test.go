@@ -49,9 +49,16 @@ func TestDeletionWatchSteps(t *testing.T) {
 		{watch.Deleted, pod("c", true, v1.PodRunning, running), 900},
 	}
 	d := &deletionWatch{w: watch.NewFake(), done: make(chan struct{}), seen: map[string][]time.Time{}, start: t0}
-	close(d.done)
 	for _, e := range events {
 		d.observe(e.typ, e.pod, at(e.ms))
+	}
+	d.observe(watch.Deleted, pod("c", true, v1.PodRunning, running), at(950)) // a repeated deletion counts once
+	if err := d.waitRemoved(t.Context(), 3, time.Minute); err != nil {
+		t.Errorf("waitRemoved(3): %v", err)
+	}
+	close(d.done)
+	if err := d.waitRemoved(t.Context(), 4, time.Minute); err == nil || !strings.Contains(err.Error(), "3 of 4 removed") {
+		t.Errorf("waitRemoved(4) once the watch ended = %v, want an error with 3 of 4 removed", err)
 	}
 	s := d.result()
 	ms := func(v ...int) []time.Duration {

@@ -109,14 +109,7 @@ func TestUpstreamShapes(t *testing.T) {
 		{"kubelet_http_requests_duration_seconds", dto.MetricType_HISTOGRAM, []string{"long_running", "method", "path", "server_type"}, def},
 		{"kubelet_http_inflight_requests", dto.MetricType_GAUGE, []string{"long_running", "method", "path", "server_type"}, nil},
 	}
-	mfs, err := Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		byName[mf.GetName()] = mf
-	}
+	byName := gatherByName(t)
 	for _, tt := range tests {
 		mf := byName[tt.name]
 		if mf == nil {
@@ -280,4 +273,18 @@ kubelet_pod_pending_resizes{reason="deferred"} 2
 	if n := testutil.CollectAndCount(PodPendingResizes); n != 0 {
 		t.Errorf("%d pending series with none pending, want 0", n)
 	}
+}
+
+// gatherByName gathers Registry, by family name.
+func gatherByName(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		byName[mf.GetName()] = mf
+	}
+	return byName
 }

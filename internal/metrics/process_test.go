@@ -1,22 +1,11 @@
 package metrics
 
-import (
-	"testing"
-
-	dto "github.com/prometheus/client_model/go"
-)
+import "testing"
 
 // The registry serves the process and Go runtime series dashboards for
 // the kubelet read, with values that describe this process.
 func TestProcessAndGoSeries(t *testing.T) {
-	mfs, err := Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		byName[mf.GetName()] = mf
-	}
+	byName := gatherByName(t)
 	value := func(name string) (float64, bool) {
 		mf := byName[name]
 		if mf == nil || len(mf.GetMetric()) == 0 {

@@ -72,6 +72,9 @@ func (w *nodeWrites) run(ctx context.Context, ns string) {
 		for ev := range wi.ResultChan() {
 			pod, ok := ev.Object.(*v1.Pod)
 			if !ok {
+				if ev.Type == watch.Error {
+					rv = "" // e.g. expired: the next watch starts from the current pods
+				}
 				continue
 			}
 			rv = pod.ResourceVersion

@@ -36,6 +36,8 @@ type Runtime struct {
 	clock clock.PassiveClock
 	// idx knows each pod's sandboxes and containers between full lists.
 	idx *objectIndex
+	// users knows the user of each image ID seen in an image status.
+	users imageUsers
 }
 
 // Option configures New.
@@ -402,6 +404,7 @@ func (r *Runtime) ImageRef(ctx context.Context, image string) (_ string, err err
 	if resp.GetImage() == nil {
 		return "", nil
 	}
+	r.users.learn(resp.GetImage())
 	return resp.GetImage().GetId(), nil
 }
 
@@ -435,6 +438,7 @@ func (r *Runtime) RemoveImage(ctx context.Context, image string) (err error) {
 	if err := r.is.RemoveImage(ctx, &runtimeapi.ImageSpec{Image: image}); err != nil {
 		return wrap(err, "remove image %s", image)
 	}
+	r.users.forget(image)
 	return nil
 }
 

@@ -171,7 +171,7 @@ func (w *nodeWrites) start(ctx context.Context, pod *v1.Pod) error {
 		sa = "default"
 	}
 	exp := int64(tokenSeconds)
-	err := retryNotFound(ctx, func() error {
+	err := retryUntilKnown(ctx, func() error {
 		_, err := w.cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
 			Spec: authenticationv1.TokenRequestSpec{
 				ExpirationSeconds: &exp,
@@ -215,11 +215,11 @@ func (w *nodeWrites) deleteOne(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
-// retryNotFound calls f until it does not fail with NotFound or
-// Forbidden, for up to 10 s: the node authorizer and admission check a pod
+// retryUntilKnown calls f until it does not fail with NotFound or
+// Forbidden (the pod not yet known), for up to 10 s: the node authorizer and admission check a pod
 // against their own caches, which may lag behind the watch that showed
 // the pod (so an agent meets this too, and retries on its next sync).
-func retryNotFound(ctx context.Context, f func() error) error {
+func retryUntilKnown(ctx context.Context, f func() error) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := f()
@@ -292,7 +292,7 @@ func (w *nodeWrites) patchStatus(ctx context.Context, pod *v1.Pod, phase v1.PodP
 	if err != nil {
 		return err
 	}
-	err = retryNotFound(ctx, func() error {
+	err = retryUntilKnown(ctx, func() error {
 		_, err := w.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 		return err
 	})

@@ -360,8 +360,8 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		// So are the agent's: a scrape costs it CPU too.
 		s0 := takeServerRequests(ctx, cs)
 		k0 := takeCounters(name, metricsURL, debugBase)
-		a0, c0 := cpuMs(pid), cpuMsAll(ctrdPid)
-		y0 := sysCPUMs(pid)
+		a0, y0 := agentCPUMs(pid)
+		c0 := cpuMsAll(ctrdPid)
 		w0 := takeWholeCPU(o.controlPlanePidDir)
 		start := time.Now()
 		times, err := podStartLatency(ctx, cs, co)
@@ -370,8 +370,9 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		}
 		lat := latencies(times)
 		r.allRunning = time.Since(start)
-		a1, c1 := cpuMs(pid), cpuMsAll(ctrdPid)
-		r.sysStartMs = (sysCPUMs(pid) - y0) / float64(n)
+		a1, y1 := agentCPUMs(pid)
+		c1 := cpuMsAll(ctrdPid)
+		r.sysStartMs = (y1 - y0) / float64(n)
 		r.controlStartMs, r.machineStartMs, r.busyStart, r.stolenStart = takeWholeCPU(o.controlPlanePidDir).since(w0, n)
 		k1 := takeCounters(name, metricsURL, debugBase)
 		var byMethod map[string]float64
@@ -403,8 +404,8 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		}
 		s2 := takeServerRequests(ctx, cs)
 		k2 := takeCounters(name, metricsURL, debugBase)
-		a2, c2 := cpuMs(pid), cpuMsAll(ctrdPid)
-		y2 := sysCPUMs(pid)
+		a2, y2 := agentCPUMs(pid)
+		c2 := cpuMsAll(ctrdPid)
 		w2 := takeWholeCPU(o.controlPlanePidDir)
 		dw, err := watchDeletion(ctx, cs, o.namespace)
 		if err != nil {
@@ -423,8 +424,9 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		}
 		r.allDeleted = time.Since(start)
 		r.deleteTrace = dw.result()
-		a3, c3 := cpuMs(pid), cpuMsAll(ctrdPid)
-		r.sysDeleteMs = (sysCPUMs(pid) - y2) / float64(n)
+		a3, y3 := agentCPUMs(pid)
+		c3 := cpuMsAll(ctrdPid)
+		r.sysDeleteMs = (y3 - y2) / float64(n)
 		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete, r.stolenDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
 		k3 := takeCounters(name, metricsURL, debugBase)
 		r.apiCallsDelete, r.criCallsDelete, byMethod = k3.since(k2, n)
@@ -808,14 +810,14 @@ func containerdPid(file string) int {
 
 const msPerTick = 10 // USER_HZ is 100 on Linux
 
-// sysCPUMs is pid's system CPU time (in the kernel, on its behalf) in
-// milliseconds, 0 when unreadable.
-func sysCPUMs(pid int) float64 {
-	_, sys, err := cpuTicksSplit(pid)
+// agentCPUMs is pid's own CPU time and its part in the kernel (system
+// time) in milliseconds, from one read; 0, 0 when unreadable.
+func agentCPUMs(pid int) (total, sys float64) {
+	user, sysTicks, err := cpuTicksSplit(pid)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	return float64(sys * msPerTick)
+	return float64((user + sysTicks) * msPerTick), float64(sysTicks * msPerTick)
 }
 
 // cpuMs is pid's own CPU time in milliseconds (0 when unreadable).

@@ -74,7 +74,27 @@ func (r *Runtime) WatchContainerEvents(ctx context.Context, connected func(), f 
 			}
 			return fmt.Errorf("container event stream: %w", err)
 		case resp := <-ch:
+			r.learnEvent(resp)
 			f(decodeContainerEvent(logger, resp))
+		}
+	}
+}
+
+// learnEvent records in the index the states and statuses an event
+// reports, so that the pod's next GetPodStatus reports them without
+// waiting for the next full list.
+func (r *Runtime) learnEvent(resp *runtimeapi.ContainerEventResponse) {
+	if resp.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+		r.idx.remove(resp.GetContainerId())
+	}
+	if sb := resp.GetPodSandboxStatus(); sb != nil && sb.GetId() != "" {
+		// Only the state: a runtime may leave out of an event's sandbox
+		// status what its status call reports (the IPs).
+		r.idx.setSandboxState(sb.GetId(), sb.GetState())
+	}
+	for _, st := range resp.GetContainersStatuses() {
+		if st.GetId() != "" && !(resp.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && st.GetId() == resp.GetContainerId()) {
+			r.idx.setContainerState(st.GetId(), st.GetState(), st)
 		}
 	}
 }

@@ -292,8 +292,11 @@ func sandboxName(cfg *runtimeapi.PodSandboxConfig) string {
 func (r *Runtime) StopPodSandbox(ctx context.Context, id string) (err error) {
 	defer r.record(opStopPodSandbox, r.clock.Now(), &err)
 	if err := r.rs.StopPodSandbox(ctx, id); err != nil {
+		r.idx.forgetStatus(id)
 		return wrap(err, "stop pod sandbox %s", id)
 	}
+	r.idx.setSandboxState(id, runtimeapi.PodSandboxState_SANDBOX_NOTREADY)
+	r.idx.forgetStatus(id)
 	return nil
 }
 
@@ -333,8 +336,10 @@ func (r *Runtime) CreateContainer(ctx context.Context, sandboxID string, cfg *ru
 func (r *Runtime) StartContainer(ctx context.Context, id string) (err error) {
 	defer r.record(opStartContainer, r.clock.Now(), &err)
 	if err := r.rs.StartContainer(ctx, id); err != nil {
+		r.idx.forgetStatus(id)
 		return wrap(err, "start container %s", id)
 	}
+	r.idx.setContainerState(id, runtimeapi.ContainerState_CONTAINER_RUNNING, nil)
 	return nil
 }
 
@@ -343,8 +348,10 @@ func (r *Runtime) StartContainer(ctx context.Context, id string) (err error) {
 func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Duration) (err error) {
 	defer r.record(opStopContainer, r.clock.Now(), &err)
 	if err := r.rs.StopContainer(ctx, id, graceSeconds(grace)); err != nil {
+		r.idx.forgetStatus(id)
 		return wrap(err, "stop container %s", id)
 	}
+	r.idx.setContainerState(id, runtimeapi.ContainerState_CONTAINER_EXITED, nil)
 	return nil
 }
 
@@ -373,6 +380,8 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) (err error) {
 // in place (cpu shares, CFS quota and period, memory limit).
 func (r *Runtime) UpdateContainerResources(ctx context.Context, id string, res *runtimeapi.LinuxContainerResources) (err error) {
 	defer r.record(opUpdateContainer, r.clock.Now(), &err)
+	// The status reports the resources: read it again after.
+	defer r.idx.forgetStatus(id)
 	if err := r.rs.UpdateContainerResources(ctx, id, &runtimeapi.ContainerResources{Linux: res}); err != nil {
 		return wrap(err, "update resources of container %s", id)
 	}

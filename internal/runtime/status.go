@@ -92,7 +92,7 @@ func (r *Runtime) ListPods(ctx context.Context) ([]*PodStatus, error) {
 // are skipped. When the runtime has nothing for uid the result is an empty
 // PodStatus with UID set.
 func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, error) {
-	sandboxIDs, containers, err := r.podObjects(ctx, uid)
+	sandboxes, containers, err := r.podObjects(ctx, uid)
 	if err != nil {
 		return nil, err
 	}
@@ -103,26 +103,35 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 			p.Name, p.Namespace = labels[LabelPodName], labels[LabelPodNamespace]
 		}
 	}
-	for _, id := range sandboxIDs {
-		st, err := r.sandboxStatus(ctx, id)
-		if errors.Is(err, errdefs.ErrNotFound) {
-			r.idx.remove(id)
-			continue
-		}
-		if err != nil {
-			return nil, err
+	for _, ref := range sandboxes {
+		st := ref.cached
+		if st == nil {
+			st, err = r.sandboxStatus(ctx, ref.id)
+			if errors.Is(err, errdefs.ErrNotFound) {
+				r.idx.remove(ref.id)
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			r.idx.keepSandboxStatus(ref, st)
 		}
 		setName(st.GetLabels())
 		p.Sandboxes = append(p.Sandboxes, decodeSandboxStatus(st))
 	}
-	for _, c := range containers {
-		st, err := r.containerStatus(ctx, c.GetId())
-		if errors.Is(err, errdefs.ErrNotFound) {
-			r.idx.remove(c.GetId())
-			continue
-		}
-		if err != nil {
-			return nil, err
+	for _, ref := range containers {
+		c := ref.listed
+		st := ref.cached
+		if st == nil {
+			st, err = r.containerStatus(ctx, c.GetId())
+			if errors.Is(err, errdefs.ErrNotFound) {
+				r.idx.remove(c.GetId())
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			r.idx.keepContainerStatus(ref, st)
 		}
 		cs := decodeContainerStatus(st, c)
 		applyAnnotations(logger, cs)
@@ -133,12 +142,13 @@ func (r *Runtime) GetPodStatus(ctx context.Context, uid types.UID) (*PodStatus, 
 	return p, nil
 }
 
-// podObjects returns the IDs of a pod's sandboxes and its containers as
-// listed: from the index when a full list has primed it, else from a
-// ListPodSandbox and a ListContainers filtered by the pod's UID label.
-func (r *Runtime) podObjects(ctx context.Context, uid types.UID) ([]string, []*runtimeapi.Container, error) {
-	if ids, containers, ok := r.idx.lookup(uid); ok {
-		return ids, containers, nil
+// podObjects returns a pod's sandboxes and its containers as known: from
+// the index when a full list has primed it (with the statuses to reuse),
+// else from a ListPodSandbox and a ListContainers filtered by the pod's UID
+// label.
+func (r *Runtime) podObjects(ctx context.Context, uid types.UID) ([]sandboxRef, []containerRef, error) {
+	if sandboxes, containers, ok := r.idx.lookup(uid); ok {
+		return sandboxes, containers, nil
 	}
 	selector := map[string]string{LabelPodUID: string(uid)}
 	sandboxes, err := r.listSandboxes(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: selector})
@@ -149,21 +159,28 @@ func (r *Runtime) podObjects(ctx context.Context, uid types.UID) ([]string, []*r
 	if err != nil {
 		return nil, nil, err
 	}
-	ids := make([]string, 0, len(sandboxes))
+	sbs := make([]sandboxRef, 0, len(sandboxes))
 	for _, s := range sandboxes {
-		ids = append(ids, s.GetId())
+		sbs = append(sbs, sandboxRef{id: s.GetId()})
 	}
-	return ids, containers, nil
+	cs := make([]containerRef, 0, len(containers))
+	for _, c := range containers {
+		cs = append(cs, containerRef{listed: c})
+	}
+	return sbs, cs, nil
 }
 
 // SandboxIPs returns the IPs of one sandbox as GetPodStatus reports them
 // (none for a sandbox in the node's network): one status call, where a
-// pod's whole status also lists its sandboxes and containers.
+// pod's whole status also lists its sandboxes and containers. The status
+// read is the one the pod's next GetPodStatus reports while the sandbox is
+// ready.
 func (r *Runtime) SandboxIPs(ctx context.Context, id string) ([]string, error) {
 	st, err := r.sandboxStatus(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	r.idx.keepSandboxStatusByID(st)
 	return decodeSandboxStatus(st).IPs, nil
 }
 

@@ -74,6 +74,9 @@ type compareOptions struct {
 	// floorParallel is how many pods the floor starts at once; 0 means
 	// all of them.
 	floorParallel int
+	// rounds is how many times every agent runs; with more than one, the
+	// medians are printed at the end.
+	rounds int
 }
 
 // result is what one agent measured for one pod count. CPU figures are
@@ -167,39 +170,77 @@ func runCompare(o compareOptions) error {
 	fmt.Printf("compare: containerd %s; one KubeletConfiguration for every agent: %s\n", runtimeVersion(ctx, rs), config)
 
 	var (
-		results []*agentResult
-		errs    []error
+		rounds [][]*agentResult
+		errs   []error
 	)
-	for _, a := range o.agents {
-		settleMachine(os.Stdout, a)
-		var r *agentResult
-		switch a {
-		case agentFloor:
-			r, err = runFloor(ctx, rs, o)
-		case agentAPI:
-			r, err = runAPIOnly(ctx, cs, o, nil)
-		case agentAPIWrites:
-			var w *nodeWrites
-			if w, err = newNodeWrites(o); err == nil {
-				r, err = runAPIOnly(ctx, cs, o, w)
+	for round := range max(1, o.rounds) {
+		if o.rounds > 1 {
+			fmt.Printf("compare: round %d of %d\n", round+1, o.rounds)
+		}
+		byName := map[string]*agentResult{}
+		// Each round's agents start from fresh root directories.
+		roundDir := dir
+		if o.rounds > 1 {
+			roundDir = filepath.Join(dir, fmt.Sprintf("round-%d", round+1))
+			if err := os.MkdirAll(roundDir, 0o755); err != nil {
+				return err
 			}
-		default:
-			r, err = runAgent(ctx, cs, rs, o, a, dir, config, roPort, port)
 		}
-		if r != nil {
-			results = append(results, r)
+		for _, a := range roundOrder(o.agents, round) {
+			settleMachine(os.Stdout, a)
+			var r *agentResult
+			switch a {
+			case agentFloor:
+				r, err = runFloor(ctx, rs, o)
+			case agentAPI:
+				r, err = runAPIOnly(ctx, cs, o, nil)
+			case agentAPIWrites:
+				var w *nodeWrites
+				if w, err = newNodeWrites(o); err == nil {
+					r, err = runAPIOnly(ctx, cs, o, w)
+				}
+			default:
+				r, err = runAgent(ctx, cs, rs, o, a, roundDir, config, roPort, port)
+			}
+			if r != nil {
+				byName[a] = r
+			}
+			if err != nil {
+				// What was measured is still printed; the next agent
+				// starts after a clean-up.
+				err = fmt.Errorf("%s: %w", a, err)
+				fmt.Printf("compare: %v\n", err)
+				errs = append(errs, err)
+				cleanUp(ctx, cs, rs, o)
+			}
 		}
-		if err != nil {
-			// What was measured is still printed; the next agent
-			// starts after a clean-up.
-			err = fmt.Errorf("%s: %w", a, err)
-			fmt.Printf("compare: %v\n", err)
-			errs = append(errs, err)
-			cleanUp(ctx, cs, rs, o)
+		var results []*agentResult
+		for _, a := range o.agents {
+			if r := byName[a]; r != nil {
+				results = append(results, r)
+			}
 		}
+		if o.rounds > 1 {
+			fmt.Printf("\nRound %d of %d (agents in the order %s):\n", round+1, o.rounds, strings.Join(roundOrder(o.agents, round), ", "))
+		}
+		printTable(os.Stdout, results, o.counts)
+		rounds = append(rounds, results)
 	}
-	printTable(os.Stdout, results, o.counts)
+	if o.rounds > 1 {
+		printRounds(os.Stdout, rounds, o.counts)
+	}
 	return errors.Join(errs...)
+}
+
+// roundOrder is the order the agents run in a round: as given in even
+// rounds, reversed in odd ones, so that a drift of the machine over the
+// run (another tenant, the page cache) weighs on each agent alike.
+func roundOrder(agents []string, round int) []string {
+	order := slices.Clone(agents)
+	if round%2 == 1 {
+		slices.Reverse(order)
+	}
+	return order
 }
 
 // cleanUp removes, best effort, whatever a failed agent left: the
@@ -905,61 +946,87 @@ func insecureTransport() *http.Transport {
 	return &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // loopback, self-signed
 }
 
-// printTable prints one row per measure and one column per agent, then the
-// ratios heartlet/kubelet and heartlet/floor.
-func printTable(w io.Writer, results []*agentResult, counts []int) {
-	by := map[string]*agentResult{}
+// tableRow is one measure of the side-by-side table: its value for each
+// agent by name, negative when not measured.
+type tableRow struct {
+	label, unit string
+	val         map[string]float64
+}
+
+// ratioColumns are the ratio columns a table has for the agents in it.
+func ratioColumns(names []string) [][2]string {
+	has := func(n string) bool { return slices.Contains(names, n) }
+	var cols [][2]string
+	for _, c := range [][2]string{{agentHeartlet, agentBase}, {agentHeartlet, agentKubelet}, {agentHeartlet, agentFloor}} {
+		if has(c[0]) && has(c[1]) {
+			cols = append(cols, c)
+		}
+	}
+	return cols
+}
+
+// ratioOf is row's a/b, or -1 when either is not measured.
+func (r tableRow) ratioOf(a, b string) float64 {
+	va, okA := r.val[a]
+	vb, okB := r.val[b]
+	if !okA || !okB || va < 0 || vb <= 0 {
+		return -1
+	}
+	return va / vb
+}
+
+// writeTable prints rows for the agents names, then a column per ratio;
+// spread, when set, is appended to each ratio cell (the rounds' range).
+func writeTable(w io.Writer, names []string, rows []tableRow, spread func(row int, a, b string) string) {
 	header := "| |"
 	sep := "|---|"
-	for _, r := range results {
-		by[r.name] = r
-		header += " " + r.name + " |"
+	for _, n := range names {
+		header += " " + n + " |"
 		sep += "---|"
 	}
-	h, k, f, b := by[agentHeartlet], by[agentKubelet], by[agentFloor], by[agentBase]
-	if h != nil && b != nil {
-		header += " heartlet/heartlet-base |"
-		sep += "---|"
-	}
-	if h != nil && k != nil {
-		header += " heartlet/kubelet |"
-		sep += "---|"
-	}
-	if h != nil && f != nil {
-		header += " heartlet/floor |"
+	cols := ratioColumns(names)
+	for _, c := range cols {
+		header += " " + c[0] + "/" + c[1] + " |"
 		sep += "---|"
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, header)
 	fmt.Fprintln(w, sep)
-	row := func(label, unit string, get func(*agentResult) float64) {
-		line := "| " + label + " |"
-		val := map[string]float64{}
-		for _, r := range results {
-			v := get(r)
-			val[r.name] = v
-			if v < 0 {
+	for i, r := range rows {
+		line := "| " + r.label + " |"
+		for _, n := range names {
+			v, ok := r.val[n]
+			if !ok || v < 0 {
 				line += " – |"
 				continue
 			}
-			line += " " + strconv.FormatFloat(v, 'f', precision(unit), 64) + unit + " |"
+			line += " " + strconv.FormatFloat(v, 'f', precision(r.unit), 64) + r.unit + " |"
 		}
-		ratio := func(a, b *agentResult) string {
-			if val[a.name] < 0 || val[b.name] <= 0 {
-				return " – |"
+		for _, c := range cols {
+			q := r.ratioOf(c[0], c[1])
+			if q < 0 {
+				line += " – |"
+				continue
 			}
-			return fmt.Sprintf(" %.2f |", val[a.name]/val[b.name])
-		}
-		if h != nil && b != nil {
-			line += ratio(h, b)
-		}
-		if h != nil && k != nil {
-			line += ratio(h, k)
-		}
-		if h != nil && f != nil {
-			line += ratio(h, f)
+			line += fmt.Sprintf(" %.2f", q)
+			if spread != nil {
+				line += spread(i, c[0], c[1])
+			}
+			line += " |"
 		}
 		fmt.Fprintln(w, line)
+	}
+}
+
+// tableRows are the measures of results, in the table's order.
+func tableRows(results []*agentResult, counts []int) []tableRow {
+	var rows []tableRow
+	row := func(label, unit string, get func(*agentResult) float64) {
+		r := tableRow{label: label, unit: unit, val: map[string]float64{}}
+		for _, a := range results {
+			r.val[a.name] = get(a)
+		}
+		rows = append(rows, r)
 	}
 	na := func(r *agentResult, v float64) float64 {
 		if r.name == agentFloor || r.name == agentAPI || r.name == agentAPIWrites {
@@ -1021,12 +1088,23 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 	row("RSS idle: file-backed", " MiB", func(r *agentResult) float64 { return na(r, r.memIdle.fileMiB) })
 	row("API requests per minute, idle", "", func(r *agentResult) float64 { return na(r, r.apiPerMinIdle) })
 	row("agent CPU per minute, idle", " ms", func(r *agentResult) float64 { return na(r, r.cpuIdle) })
+	return rows
+}
+
+// printTable prints one row per measure and one column per agent, then the
+// ratios heartlet/kubelet and heartlet/floor.
+func printTable(w io.Writer, results []*agentResult, counts []int) {
+	names := make([]string, 0, len(results))
+	for _, r := range results {
+		names = append(names, r.name)
+	}
+	writeTable(w, names, tableRows(results, counts), nil)
 	fmt.Fprintln(w)
 	for _, r := range results {
 		fmt.Fprintf(w, "%s: %s; runtime pods left after it stopped: %s\n", r.name, r.version, r.leftoverPods)
 	}
-	for _, a := range []*agentResult{b, h} {
-		if a == nil {
+	for _, a := range results {
+		if a.name != agentBase && a.name != agentHeartlet {
 			continue
 		}
 		for _, n := range counts {
@@ -1042,6 +1120,65 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 			}
 		}
 	}
+}
+
+// printRounds prints, for several rounds of the same agents, the median of
+// every measure per agent, and each ratio of the medians with the lowest
+// and highest of that ratio in a single round.
+func printRounds(w io.Writer, rounds [][]*agentResult, counts []int) {
+	if len(rounds) == 0 {
+		return
+	}
+	var names []string
+	for _, r := range rounds[0] {
+		names = append(names, r.name)
+	}
+	perRound := make([][]tableRow, len(rounds))
+	for i, rs := range rounds {
+		perRound[i] = tableRows(rs, counts)
+	}
+	medians := make([]tableRow, len(perRound[0]))
+	for i, r := range perRound[0] {
+		m := tableRow{label: r.label, unit: r.unit, val: map[string]float64{}}
+		for _, n := range names {
+			var vs []float64
+			for _, rows := range perRound {
+				if v, ok := rows[i].val[n]; ok && v >= 0 {
+					vs = append(vs, v)
+				}
+			}
+			m.val[n] = median(vs)
+		}
+		medians[i] = m
+	}
+	spread := func(i int, a, b string) string {
+		var qs []float64
+		for _, rows := range perRound {
+			if q := rows[i].ratioOf(a, b); q >= 0 {
+				qs = append(qs, q)
+			}
+		}
+		if len(qs) < 2 {
+			return ""
+		}
+		return fmt.Sprintf(" (%.2f–%.2f)", slices.Min(qs), slices.Max(qs))
+	}
+	fmt.Fprintf(w, "\nMedians of %d rounds; each ratio is of the medians, with its lowest and highest in one round:\n", len(rounds))
+	writeTable(w, names, medians, spread)
+}
+
+// median is the median of vs, -1 when empty.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return -1
+	}
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	m := len(vs) / 2
+	if len(vs)%2 == 1 {
+		return vs[m]
+	}
+	return (vs[m-1] + vs[m]) / 2
 }
 
 func precision(unit string) int {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +269,70 @@ func TestWholeCPUSince(t *testing.T) {
 	// 2000 ms busy, of which 400 stolen: 1600 ms of work for 10 pods.
 	if control != 20 || machine != 160 || busy != 0.5 || stolen != 0.1 {
 		t.Errorf("since = control %v, machine %v, busy %v, stolen %v; want 20, 160, 0.5, 0.1", control, machine, busy, stolen)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, -1},
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	}
+	for _, tc := range tests {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestRoundOrder(t *testing.T) {
+	agents := []string{agentHeartlet, agentKubelet, agentFloor}
+	if got := roundOrder(agents, 0); !slices.Equal(got, agents) {
+		t.Errorf("round 1 = %v, want %v", got, agents)
+	}
+	if got, want := roundOrder(agents, 1), []string{agentFloor, agentKubelet, agentHeartlet}; !slices.Equal(got, want) {
+		t.Errorf("round 2 = %v, want %v", got, want)
+	}
+	if !slices.Equal(agents, []string{agentHeartlet, agentKubelet, agentFloor}) {
+		t.Errorf("roundOrder changed its input: %v", agents)
+	}
+}
+
+// The rounds' table has each agent's median and each ratio of the medians
+// with the lowest and highest ratio of a single round; an agent missing
+// from a round counts in none of its medians.
+func TestPrintRounds(t *testing.T) {
+	round := func(h, k time.Duration) []*agentResult {
+		res := func(name string, all time.Duration) *agentResult {
+			return &agentResult{name: name, byN: map[int]*result{30: {n: 30, allRunning: all, p50: -1, p90: -1, p99: -1, allDeleted: -1}}}
+		}
+		out := []*agentResult{res(agentHeartlet, h)}
+		if k > 0 {
+			out = append(out, res(agentKubelet, k))
+		}
+		return out
+	}
+	rounds := [][]*agentResult{
+		round(3*time.Second, 5*time.Second),
+		round(4*time.Second, 5*time.Second),
+		round(2*time.Second, 4*time.Second),
+		round(9*time.Second, 0), // the kubelet failed in this round
+	}
+	var b strings.Builder
+	printRounds(&b, rounds, []int{30})
+	var line string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "| 30 pods: all Running |") {
+			line = l
+		}
+	}
+	// heartlet: median of 2, 3, 4, 9 = 3.5; kubelet: of 4, 5, 5 = 5.
+	// Ratios per round 0.6, 0.8, 0.5.
+	if want := "| 30 pods: all Running | 3.50 s | 5.00 s | 0.70 (0.50–0.80) |"; line != want {
+		t.Errorf("row\n %q\nwant\n %q\nin\n%s", line, want, b.String())
 	}
 }

@@ -62,6 +62,7 @@ func main() {
 		profSecs = flag.Int("profile-seconds", 20, "length of each burst's CPU profile (-profile-dir)")
 		heapRate = flag.Int("profile-heap-rate", 8192, "bytes allocated per heap profile sample (GODEBUG memprofilerate), 0 for the runtime's default, which costs less CPU and memory (-profile-dir)")
 		floorPar = flag.Int("floor-parallel", max(4, 2*goruntime.NumCPU()), "pods the floor starts at once, 0 for all of them (-compare)")
+		rounds   = flag.Int("rounds", 1, "times every agent runs, in the given order and then reversed, with the medians printed at the end (-compare)")
 	)
 	flag.Parse()
 	var err error
@@ -76,7 +77,7 @@ func main() {
 			o.adminKubeconfig, o.nodeKC, o.nodeName = *admin, *nodeKC, *nodeName
 			o.idle, o.idleWithPods, o.namespace = *idle, *idleWP, "heartlet-bench"
 			o.containerdPidFile, o.profileDir, o.profileSeconds, o.heapProfileRate, o.keep, o.verbosity = *ctrdPid, *profiles, *profSecs, *heapRate, *keep, *agentV
-			o.controlPlanePidDir, o.floorParallel = *cpPids, *floorPar
+			o.controlPlanePidDir, o.floorParallel, o.rounds = *cpPids, *floorPar, *rounds
 			if o.profileDir != "" {
 				err = os.MkdirAll(o.profileDir, 0o755)
 			}

@@ -951,6 +951,9 @@ func insecureTransport() *http.Transport {
 type tableRow struct {
 	label, unit string
 	val         map[string]float64
+	// ratio, when set, gives the ratio a/b and a note to print after it
+	// instead of the ratio of the values.
+	ratio func(a, b string) (float64, string)
 }
 
 // ratioColumns are the ratio columns a table has for the agents in it.
@@ -975,9 +978,8 @@ func (r tableRow) ratioOf(a, b string) float64 {
 	return va / vb
 }
 
-// writeTable prints rows for the agents names, then a column per ratio;
-// spread, when set, is appended to each ratio cell (the rounds' range).
-func writeTable(w io.Writer, names []string, rows []tableRow, spread func(row int, a, b string) string) {
+// writeTable prints rows for the agents names, then a column per ratio.
+func writeTable(w io.Writer, names []string, rows []tableRow) {
 	header := "| |"
 	sep := "|---|"
 	for _, n := range names {
@@ -992,7 +994,7 @@ func writeTable(w io.Writer, names []string, rows []tableRow, spread func(row in
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, header)
 	fmt.Fprintln(w, sep)
-	for i, r := range rows {
+	for _, r := range rows {
 		line := "| " + r.label + " |"
 		for _, n := range names {
 			v, ok := r.val[n]
@@ -1003,16 +1005,15 @@ func writeTable(w io.Writer, names []string, rows []tableRow, spread func(row in
 			line += " " + strconv.FormatFloat(v, 'f', precision(r.unit), 64) + r.unit + " |"
 		}
 		for _, c := range cols {
-			q := r.ratioOf(c[0], c[1])
+			q, note := r.ratioOf(c[0], c[1]), ""
+			if r.ratio != nil {
+				q, note = r.ratio(c[0], c[1])
+			}
 			if q < 0 {
 				line += " – |"
 				continue
 			}
-			line += fmt.Sprintf(" %.2f", q)
-			if spread != nil {
-				line += spread(i, c[0], c[1])
-			}
-			line += " |"
+			line += fmt.Sprintf(" %.2f%s |", q, note)
 		}
 		fmt.Fprintln(w, line)
 	}
@@ -1098,7 +1099,7 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 	for _, r := range results {
 		names = append(names, r.name)
 	}
-	writeTable(w, names, tableRows(results, counts), nil)
+	writeTable(w, names, tableRows(results, counts))
 	fmt.Fprintln(w)
 	for _, r := range results {
 		fmt.Fprintf(w, "%s: %s; runtime pods left after it stopped: %s\n", r.name, r.version, r.leftoverPods)
@@ -1123,8 +1124,10 @@ func printTable(w io.Writer, results []*agentResult, counts []int) {
 }
 
 // printRounds prints, for several rounds of the same agents, the median of
-// every measure per agent, and each ratio of the medians with the lowest
-// and highest of that ratio in a single round.
+// every measure per agent, and for each ratio the median of its values in
+// the rounds (each round compares agents that ran minutes apart; the
+// medians of two agents' values may come from different rounds), with the
+// lowest and highest.
 func printRounds(w io.Writer, rounds [][]*agentResult, counts []int) {
 	if len(rounds) == 0 {
 		return
@@ -1149,22 +1152,22 @@ func printRounds(w io.Writer, rounds [][]*agentResult, counts []int) {
 			}
 			m.val[n] = median(vs)
 		}
+		m.ratio = func(a, b string) (float64, string) {
+			var qs []float64
+			for _, rows := range perRound {
+				if q := rows[i].ratioOf(a, b); q >= 0 {
+					qs = append(qs, q)
+				}
+			}
+			if len(qs) < 2 {
+				return median(qs), ""
+			}
+			return median(qs), fmt.Sprintf(" (%.2f–%.2f)", slices.Min(qs), slices.Max(qs))
+		}
 		medians[i] = m
 	}
-	spread := func(i int, a, b string) string {
-		var qs []float64
-		for _, rows := range perRound {
-			if q := rows[i].ratioOf(a, b); q >= 0 {
-				qs = append(qs, q)
-			}
-		}
-		if len(qs) < 2 {
-			return ""
-		}
-		return fmt.Sprintf(" (%.2f–%.2f)", slices.Min(qs), slices.Max(qs))
-	}
-	fmt.Fprintf(w, "\nMedians of %d rounds; each ratio is of the medians, with its lowest and highest in one round:\n", len(rounds))
-	writeTable(w, names, medians, spread)
+	fmt.Fprintf(w, "\nMedians of %d rounds; each ratio is the median of the rounds' ratios, with the lowest and highest:\n", len(rounds))
+	writeTable(w, names, medians)
 }
 
 // median is the median of vs, -1 when empty.

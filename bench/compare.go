@@ -39,6 +39,10 @@ const (
 	agentHeartlet = "heartlet"
 	agentKubelet  = "kubelet"
 	agentFloor    = "floor"
+	// agentFloorSetup is the floor with the set-up any agent gives the
+	// benchmark's pod (podSetup): the runtime's and the kernel's share of
+	// a conforming agent's pod, with no agent.
+	agentFloorSetup = "floor-setup"
 	// agentAPI is no agent: the same pods created and deleted through the
 	// API for a node nobody serves, for what the control plane spends on
 	// the benchmark's own requests.
@@ -190,8 +194,8 @@ func runCompare(o compareOptions) error {
 			settleMachine(os.Stdout, a)
 			var r *agentResult
 			switch a {
-			case agentFloor:
-				r, err = runFloor(ctx, rs, o)
+			case agentFloor, agentFloorSetup:
+				r, err = runFloor(ctx, rs, o, a == agentFloorSetup)
 			case agentAPI:
 				r, err = runAPIOnly(ctx, cs, o, nil)
 			case agentAPIWrites:
@@ -259,7 +263,7 @@ func cleanUp(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime, 
 
 func needsCluster(agents []string) bool {
 	for _, a := range agents {
-		if a != agentFloor {
+		if a != agentFloor && a != agentFloorSetup {
 			return true
 		}
 	}
@@ -668,11 +672,26 @@ func runAPIOnly(ctx context.Context, cs kubernetes.Interface, o compareOptions, 
 // runtime's fastest way on a small machine: the pods share the CPUs and all
 // finish late (at 100 pods on 2 CPUs, all at once, the p50 was twice that
 // of 4 at a time, for the same time until every pod ran).
-func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agentResult, error) {
+//
+// With setup (the floor-setup agent) each pod also gets what any agent sets
+// up for it (podSetup).
+func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions, setup bool) (*agentResult, error) {
 	ns := o.namespace + "-floor"
-	res := &agentResult{name: agentFloor, byN: map[int]*result{}, version: "in-process CRI client, all pods at once"}
+	name := agentFloor
+	res := &agentResult{name: name, byN: map[int]*result{}, version: "in-process CRI client, all pods at once"}
 	if o.floorParallel > 0 {
 		res.version = fmt.Sprintf("in-process CRI client, %d pods at a time", o.floorParallel)
+	}
+	var ps *podSetup
+	if setup {
+		name = agentFloorSetup
+		res.name = name
+		res.version += ", pods set up as an agent sets them up"
+		var err error
+		if ps, err = newPodSetup(); err != nil {
+			return nil, err
+		}
+		defer ps.close()
 	}
 	ctrdPid := containerdPid(o.containerdPidFile)
 	logDir, err := os.MkdirTemp("", "heartlet-bench-floor-")
@@ -681,12 +700,12 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 	}
 	defer os.RemoveAll(logDir)
 	for _, n := range o.counts {
-		waitQuiet(os.Stdout, fmt.Sprintf("%s pods=%d", agentFloor, n))
+		waitQuiet(os.Stdout, fmt.Sprintf("%s pods=%d", name, n))
 		r := &result{n: n, cpuStartMs: -1, cpuDeleteMs: -1, sysStartMs: -1, sysDeleteMs: -1, apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}
 		type pod struct {
-			sandbox, container string
-			lat                time.Duration
-			err                error
+			uid, sandbox, container string
+			lat                     time.Duration
+			err                     error
 		}
 		pods := make([]pod, n)
 		c0 := cpuMsAll(ctrdPid)
@@ -704,7 +723,8 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 				turns <- struct{}{}
 				defer func() { <-turns }()
 				p := &pods[i]
-				p.sandbox, p.container, p.err = floorStart(ctx, rs, ns, fmt.Sprintf("bench-%d", i), o.image, logDir)
+				p.uid = string(uuid.NewUUID())
+				p.sandbox, p.container, p.err = floorStart(ctx, rs, ns, fmt.Sprintf("bench-%d", i), p.uid, o.image, logDir, ps)
 				p.lat = time.Since(start)
 			}()
 		}
@@ -761,6 +781,9 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 					step(1)
 					err = rs.RemovePodSandbox(ctx, p.sandbox)
 				}
+				if err == nil && ps != nil {
+					err = ps.teardown(p.uid)
+				}
 				if err == nil {
 					step(2)
 				}
@@ -779,11 +802,11 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 		r.runtimeDeleteMs = (cpuMsAll(ctrdPid) - c2) / float64(n)
 		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete, r.stolenDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
 		if k := retried.Load(); k > 0 {
-			fmt.Printf("compare: floor pods=%d: %d container stops failed once and were retried\n", n, k)
+			fmt.Printf("compare: %s pods=%d: %d container stops failed once and were retried\n", name, n, k)
 		}
 		res.byN[n] = r
-		fmt.Printf("compare: floor pods=%d p50=%.2fs p90=%.2fs p99=%.2fs all-running=%.2fs all-deleted=%.2fs\n",
-			n, r.p50.Seconds(), r.p90.Seconds(), r.p99.Seconds(), r.allRunning.Seconds(), r.allDeleted.Seconds())
+		fmt.Printf("compare: %s pods=%d p50=%.2fs p90=%.2fs p99=%.2fs all-running=%.2fs all-deleted=%.2fs\n",
+			name, n, r.p50.Seconds(), r.p90.Seconds(), r.p99.Seconds(), r.allRunning.Seconds(), r.allDeleted.Seconds())
 		time.Sleep(5 * time.Second)
 	}
 	left, err := removeRuntimePods(ctx, rs, ns)
@@ -798,9 +821,15 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions) (*agen
 // container before it gives up.
 const floorStopTries = 3
 
-// floorStart runs one pod's sandbox and container and starts it.
-func floorStart(ctx context.Context, rs *runtime.Runtime, ns, name, image, logDir string) (sandbox, container string, err error) {
-	uid := string(uuid.NewUUID())
+// floorStart runs one pod's sandbox and container and starts it; with ps,
+// set up as an agent sets it up.
+func floorStart(ctx context.Context, rs *runtime.Runtime, ns, name, uid, image, logDir string, ps *podSetup) (sandbox, container string, err error) {
+	var files *podFiles
+	if ps != nil {
+		if files, err = ps.prepare(uid, ns, name); err != nil {
+			return "", "", err
+		}
+	}
 	labels := map[string]string{runtime.LabelPodName: name, runtime.LabelPodNamespace: ns, runtime.LabelPodUID: uid}
 	// The pod's namespaces as both agents ask for them: the container has
 	// its own PID namespace, so `sleep` is its PID 1, ignores SIGTERM and
@@ -819,6 +848,9 @@ func floorStart(ctx context.Context, rs *runtime.Runtime, ns, name, image, logDi
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaces()},
 		},
 	}
+	if ps != nil {
+		ps.sandbox(sb, uid)
+	}
 	if sandbox, err = rs.RunPodSandbox(ctx, sb, ""); err != nil {
 		return "", "", err
 	}
@@ -832,6 +864,9 @@ func floorStart(ctx context.Context, rs *runtime.Runtime, ns, name, image, logDi
 		Linux: &runtimeapi.LinuxContainerConfig{
 			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaces()},
 		},
+	}
+	if ps != nil {
+		ps.container(cfg, files)
 	}
 	if container, err = rs.CreateContainer(ctx, sandbox, cfg, sb); err != nil {
 		return sandbox, "", err
@@ -960,7 +995,7 @@ type tableRow struct {
 func ratioColumns(names []string) [][2]string {
 	has := func(n string) bool { return slices.Contains(names, n) }
 	var cols [][2]string
-	for _, c := range [][2]string{{agentHeartlet, agentBase}, {agentHeartlet, agentKubelet}, {agentHeartlet, agentFloor}} {
+	for _, c := range [][2]string{{agentHeartlet, agentBase}, {agentHeartlet, agentKubelet}, {agentHeartlet, agentFloor}, {agentHeartlet, agentFloorSetup}} {
 		if has(c[0]) && has(c[1]) {
 			cols = append(cols, c)
 		}
@@ -1030,7 +1065,7 @@ func tableRows(results []*agentResult, counts []int) []tableRow {
 		rows = append(rows, r)
 	}
 	na := func(r *agentResult, v float64) float64 {
-		if r.name == agentFloor || r.name == agentAPI || r.name == agentAPIWrites {
+		if r.name == agentFloor || r.name == agentFloorSetup || r.name == agentAPI || r.name == agentAPIWrites {
 			return -1
 		}
 		return v
@@ -1200,10 +1235,10 @@ func parseCompare(agents, counts string) (compareOptions, error) {
 	for _, a := range strings.Split(agents, ",") {
 		a = strings.TrimSpace(a)
 		switch a {
-		case agentHeartlet, agentKubelet, agentFloor, agentBase, agentAPI, agentAPIWrites:
+		case agentHeartlet, agentKubelet, agentFloor, agentFloorSetup, agentBase, agentAPI, agentAPIWrites:
 			o.agents = append(o.agents, a)
 		default:
-			return o, fmt.Errorf("unknown agent %q (want heartlet, heartlet-base, kubelet, floor, api or api-writes)", a)
+			return o, fmt.Errorf("unknown agent %q (want heartlet, heartlet-base, kubelet, floor, floor-setup, api or api-writes)", a)
 		}
 	}
 	for _, f := range strings.Split(counts, ",") {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -89,11 +90,7 @@ func TestStatusFollowsState(t *testing.T) {
 				}
 				return false
 			},
-			check: func(t *testing.T, st *PodStatus) {
-				if st.Sandboxes[0].State != SandboxNotReady || st.Containers[0].State != ContainerExited {
-					t.Errorf("sandbox %s, container %s; want not ready and exited", st.Sandboxes[0].State, st.Containers[0].State)
-				}
-			},
+			check: sandboxStopped,
 		},
 		{
 			name: "container stopped through the Runtime",
@@ -118,11 +115,7 @@ func TestStatusFollowsState(t *testing.T) {
 				}
 				return true
 			},
-			check: func(t *testing.T, st *PodStatus) {
-				if st.Sandboxes[0].State != SandboxNotReady || st.Containers[0].State != ContainerExited {
-					t.Errorf("sandbox %s, container %s; want not ready and exited", st.Sandboxes[0].State, st.Containers[0].State)
-				}
-			},
+			check: sandboxStopped,
 		},
 		{
 			name: "container exit reported by an event",
@@ -163,17 +156,8 @@ func TestStatusFollowsState(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWorld(t)
+			w, pod, sb, c := runningPodRead(t)
 			ctx := context.Background()
-			pod := testPod("web", "uid-web")
-			sb := w.sandbox(t, pod, 0, false)
-			c := w.container(t, pod, sb, &pod.Spec.Containers[0], 0, false, true)
-			if _, err := w.r.ListPods(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.r.GetPodStatus(ctx, pod.UID); err != nil {
-				t.Fatal(err)
-			}
 			atOnce := tc.change(t, w, sb, c)
 			if !atOnce {
 				st, err := w.r.GetPodStatus(ctx, pod.UID)
@@ -199,20 +183,38 @@ func TestStatusFollowsState(t *testing.T) {
 	}
 }
 
-// A container's resources change with its state unchanged: its status is
-// read again after UpdateContainerResources.
-func TestStatusReadAfterResourceUpdate(t *testing.T) {
-	w := newWorld(t)
+// runningPodRead makes a pod with a running container, relists and reads
+// its status once; it returns the pod, its sandbox and container IDs.
+func runningPodRead(t *testing.T) (w *world, pod *v1.Pod, sb, c string) {
+	t.Helper()
+	w = newWorld(t)
 	ctx := context.Background()
-	pod := testPod("web", "uid-web")
-	sb := w.sandbox(t, pod, 0, false)
-	c := w.container(t, pod, sb, &pod.Spec.Containers[0], 0, false, true)
+	pod = testPod("web", "uid-web")
+	sb = w.sandbox(t, pod, 0, false)
+	c = w.container(t, pod, sb, &pod.Spec.Containers[0], 0, false, true)
 	if _, err := w.r.ListPods(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.r.GetPodStatus(ctx, pod.UID); err != nil {
 		t.Fatal(err)
 	}
+	return w, pod, sb, c
+}
+
+// sandboxStopped checks that the pod's sandbox is not ready and its
+// container exited.
+func sandboxStopped(t *testing.T, st *PodStatus) {
+	t.Helper()
+	if st.Sandboxes[0].State != SandboxNotReady || st.Containers[0].State != ContainerExited {
+		t.Errorf("sandbox %s, container %s; want not ready and exited", st.Sandboxes[0].State, st.Containers[0].State)
+	}
+}
+
+// A container's resources change with its state unchanged: its status is
+// read again after UpdateContainerResources.
+func TestStatusReadAfterResourceUpdate(t *testing.T) {
+	w, pod, _, c := runningPodRead(t)
+	ctx := context.Background()
 	if err := w.r.UpdateContainerResources(ctx, c, &runtimeapi.LinuxContainerResources{CpuShares: 512}); err != nil {
 		t.Fatal(err)
 	}

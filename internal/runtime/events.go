@@ -85,17 +85,17 @@ func (r *Runtime) WatchContainerEvents(ctx context.Context, connected func(), f 
 // waiting for the next full list.
 func (r *Runtime) learnEvent(resp *runtimeapi.ContainerEventResponse) {
 	if resp.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+		// Forgotten first: the index ignores the state of an object it
+		// does not know.
 		r.idx.remove(resp.GetContainerId())
 	}
-	if sb := resp.GetPodSandboxStatus(); sb != nil && sb.GetId() != "" {
+	if sb := resp.GetPodSandboxStatus(); sb != nil {
 		// Only the state: a runtime may leave out of an event's sandbox
 		// status what its status call reports (the IPs).
 		r.idx.setSandboxState(sb.GetId(), sb.GetState())
 	}
 	for _, st := range resp.GetContainersStatuses() {
-		if st.GetId() != "" && !(resp.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT && st.GetId() == resp.GetContainerId()) {
-			r.idx.setContainerState(st.GetId(), st.GetState(), st)
-		}
+		r.idx.setContainerState(st.GetId(), st.GetState(), st)
 	}
 }
 

@@ -226,3 +226,27 @@ func TestStatusReadAfterResourceUpdate(t *testing.T) {
 		t.Errorf("status calls after the update: %d sandbox, %d container; want 0 and 1", sb, c)
 	}
 }
+
+// A deleted event forgets the container at once; the other statuses the
+// event carries are still learnt.
+func TestDeletedEventForgetsContainer(t *testing.T) {
+	w, pod, sb, c := runningPodRead(t)
+	ctx := context.Background()
+	w.r.learnEvent(&runtimeapi.ContainerEventResponse{
+		ContainerId:        c,
+		ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT,
+		PodSandboxStatus:   &runtimeapi.PodSandboxStatus{Id: sb, State: runtimeapi.PodSandboxState_SANDBOX_READY},
+		ContainersStatuses: []*runtimeapi.ContainerStatus{{Id: c, State: runtimeapi.ContainerState_CONTAINER_EXITED}},
+	})
+	w.srv.ResetCalls()
+	st, err := w.r.GetPodStatus(ctx, pod.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Containers) != 0 || len(st.Sandboxes) != 1 {
+		t.Errorf("status after the deleted event: %d sandboxes, %d containers; want 1 and 0", len(st.Sandboxes), len(st.Containers))
+	}
+	if sb, c := w.statusCalls(); sb != 0 || c != 0 {
+		t.Errorf("status calls: %d sandbox, %d container; want none (the sandbox's state is unchanged)", sb, c)
+	}
+}

@@ -177,7 +177,7 @@ func runCompare(o compareOptions) error {
 		rounds [][]*agentResult
 		errs   []error
 	)
-	for round := range max(1, o.rounds) {
+	for round := range o.rounds {
 		if o.rounds > 1 {
 			fmt.Printf("compare: round %d of %d\n", round+1, o.rounds)
 		}
@@ -424,6 +424,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		r.apiCallsStart, r.criCallsStart, byMethod = k1.since(k0, n)
 		r.allocStartKiB, r.gcStart = k1.heap.since(k0.heap, n)
 		fmt.Printf("compare: %s pods=%d CRI calls per pod started: %s\n", name, n, formatMethods(byMethod))
+		fmt.Printf("compare: %s pods=%d pod syncs per pod started: %s\n", name, n, formatMethods(perPod(k0.syncs, k1.syncs, n)))
 		fmt.Printf("compare: %s pods=%d API server requests per pod started (every client): %s\n", name, n, formatMethods(takeServerRequests(ctx, cs).since(s0, n)))
 		prof.wait()
 		r.p50, r.p90, r.p99 = percentile(lat, 50), percentile(lat, 90), percentile(lat, 99)
@@ -477,6 +478,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		r.apiCallsDelete, r.criCallsDelete, byMethod = k3.since(k2, n)
 		r.allocDeleteKiB, r.gcDelete = k3.heap.since(k2.heap, n)
 		fmt.Printf("compare: %s pods=%d CRI calls per pod deleted: %s\n", name, n, formatMethods(byMethod))
+		fmt.Printf("compare: %s pods=%d pod syncs per pod deleted: %s\n", name, n, formatMethods(perPod(k2.syncs, k3.syncs, n)))
 		fmt.Printf("compare: %s pods=%d API server requests per pod deleted (every client): %s\n", name, n, formatMethods(takeServerRequests(ctx, cs).since(s2, n)))
 		prof.wait()
 		if err := waitNoPods(ctx, cs, o.namespace, time.Minute); err != nil {
@@ -1472,6 +1474,9 @@ type calls struct {
 	api  float64
 	cri  map[string]float64
 	heap heapReading
+	// syncs is the pod workers' syncs by operation type (the sample
+	// count of kubelet_pod_worker_duration_seconds), nil when not served.
+	syncs map[string]float64
 }
 
 // takeCounters is takeCalls, with the heap read from heartlet's heap
@@ -1515,16 +1520,40 @@ func countersOf(families map[string]*dto.MetricFamily) calls {
 		}
 	}
 	if f := families["kubelet_runtime_operations_total"]; f != nil {
-		c.cri = map[string]float64{}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "operation_type" {
-					c.cri[l.GetValue()] += m.GetCounter().GetValue()
-				}
+		c.cri = byOperation(f, func(m *dto.Metric) float64 { return m.GetCounter().GetValue() })
+	}
+	if f := families["kubelet_pod_worker_duration_seconds"]; f != nil {
+		c.syncs = byOperation(f, func(m *dto.Metric) float64 { return float64(m.GetHistogram().GetSampleCount()) })
+	}
+	return c
+}
+
+// byOperation sums value over f's series by their operation_type label.
+func byOperation(f *dto.MetricFamily, value func(*dto.Metric) float64) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "operation_type" {
+				out[l.GetValue()] += value(m)
 			}
 		}
 	}
-	return c
+	return out
+}
+
+// perPod is the per-pod increase of each key from before to after, keys
+// that did not grow left out; nil when either is nil.
+func perPod(before, after map[string]float64, n int) map[string]float64 {
+	if before == nil || after == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := (v - before[k]) / float64(n); d > 0 {
+			out[k] = d
+		}
+	}
+	return out
 }
 
 // since returns the API requests and CRI calls per pod of n between
@@ -1535,14 +1564,10 @@ func (c calls) since(before calls, n int) (api, cri float64, byMethod map[string
 	if c.api >= 0 && before.api >= 0 {
 		api = (c.api - before.api) / float64(n)
 	}
-	if c.cri != nil && before.cri != nil {
+	if byMethod = perPod(before.cri, c.cri, n); byMethod != nil {
 		cri = 0
-		byMethod = map[string]float64{}
-		for m, v := range c.cri {
-			if d := (v - before.cri[m]) / float64(n); d > 0 {
-				byMethod[m] = d
-				cri += d
-			}
+		for _, d := range byMethod {
+			cri += d
 		}
 	}
 	return api, cri, byMethod

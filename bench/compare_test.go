@@ -193,6 +193,9 @@ func TestCallsSince(t *testing.T) {
 	if api, cri, _ := after.since(calls{api: -1}, 10); api != -1 || cri != -1 {
 		t.Errorf("since an unreadable reading = %v, %v; want -1, -1", api, cri)
 	}
+	if got := perPod(map[string]float64{"sync": 20}, map[string]float64{"sync": 80, "create": 30}, 30); !maps.Equal(got, map[string]float64{"sync": 2, "create": 1}) {
+		t.Errorf("perPod = %v, want sync 2, create 1", got)
+	}
 }
 
 func TestParseMemStats(t *testing.T) {
@@ -228,6 +231,7 @@ func TestCountersOf(t *testing.T) {
 		wantAPI  float64
 		wantCRI  map[string]float64
 		wantHeap heapReading
+		wantSync map[string]float64
 	}{
 		{"every counter", `# TYPE go_gc_cycles_total_gc_cycles_total counter
 go_gc_cycles_total_gc_cycles_total 42
@@ -239,13 +243,20 @@ kubelet_runtime_operations_total{operation_type="start_container"} 5
 # TYPE rest_client_requests_total counter
 rest_client_requests_total{code="200",host="a",method="GET"} 7
 rest_client_requests_total{code="201",host="a",method="POST"} 2
-`, 9, map[string]float64{"run_podsandbox": 3, "start_container": 5}, heapReading{123456789, 42}},
+# TYPE kubelet_pod_worker_duration_seconds histogram
+kubelet_pod_worker_duration_seconds_bucket{operation_type="create",le="+Inf"} 30
+kubelet_pod_worker_duration_seconds_sum{operation_type="create"} 1.5
+kubelet_pod_worker_duration_seconds_count{operation_type="create"} 30
+kubelet_pod_worker_duration_seconds_bucket{operation_type="sync",le="+Inf"} 75
+kubelet_pod_worker_duration_seconds_sum{operation_type="sync"} 2
+kubelet_pod_worker_duration_seconds_count{operation_type="sync"} 75
+`, 9, map[string]float64{"run_podsandbox": 3, "start_container": 5}, heapReading{123456789, 42}, map[string]float64{"create": 30, "sync": 75}},
 		{"no Go series", `# TYPE rest_client_requests_total counter
 rest_client_requests_total{code="200",host="a",method="GET"} 1
-`, 1, nil, heapReading{-1, -1}},
+`, 1, nil, heapReading{-1, -1}, nil},
 		{"allocation without GC cycles", `# TYPE go_memstats_alloc_bytes_total counter
 go_memstats_alloc_bytes_total 10
-`, -1, nil, heapReading{10, -1}},
+`, -1, nil, heapReading{10, -1}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -255,8 +266,8 @@ go_memstats_alloc_bytes_total 10
 				t.Fatal(err)
 			}
 			c := countersOf(families)
-			if c.api != tt.wantAPI || !maps.Equal(c.cri, tt.wantCRI) || c.heap != tt.wantHeap {
-				t.Errorf("countersOf = %+v, want api %v cri %v heap %+v", c, tt.wantAPI, tt.wantCRI, tt.wantHeap)
+			if c.api != tt.wantAPI || !maps.Equal(c.cri, tt.wantCRI) || c.heap != tt.wantHeap || !maps.Equal(c.syncs, tt.wantSync) {
+				t.Errorf("countersOf = %+v, want api %v cri %v heap %+v syncs %v", c, tt.wantAPI, tt.wantCRI, tt.wantHeap, tt.wantSync)
 			}
 		})
 	}

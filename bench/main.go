@@ -72,6 +72,9 @@ func main() {
 		if err == nil && slices.Contains(o.agents, agentBase) && *baseBin == "" {
 			err = fmt.Errorf("agent %s needs -heartlet-base", agentBase)
 		}
+		if err == nil && *rounds < 1 {
+			err = fmt.Errorf("-rounds %d: want 1 or more", *rounds)
+		}
 		if err == nil {
 			o.heartletBin, o.kubeletBin, o.baseBin, o.endpoint, o.image = *bin, *kubelet, *baseBin, *endpoint, *image
 			o.adminKubeconfig, o.nodeKC, o.nodeName = *admin, *nodeKC, *nodeName

@@ -127,10 +127,20 @@ type Manager struct {
 	// removes it; guarded by mu.
 	ensured map[types.UID]ensuredPod
 
-	// hier is the v1 hierarchies once listed (see hierarchies); guarded
-	// by hierMu.
-	hierMu sync.Mutex
-	hier   []string
+	// removed holds the pods whose cgroups RemovePod removed; the next
+	// RemovePod of such a pod (its clean-up after its release) has nothing
+	// to look for and forgets it. A cgroup of the pod made again after the
+	// removal (by a sandbox the runtime created late) is found by the
+	// sweep of pods with resources, whose RemovePod searches again.
+	// Guarded by mu.
+	removed map[types.UID]struct{}
+
+	// hier is the v1 hierarchies once listed (see hierarchies), and
+	// cpusetHier the one of them with the cpuset controller ("" without
+	// one); guarded by hierMu.
+	hierMu     sync.Mutex
+	hier       []string
+	cpusetHier string
 	// allocErr is the last failure to limit kubepods, nil once limited;
 	// guarded by mu.
 	allocErr error
@@ -196,6 +206,7 @@ func newUnchecked(opts Options) (*Manager, error) {
 		reserved:   opts.ReservedCgroups,
 		burstable:  map[types.UID]int64{},
 		ensured:    map[types.UID]ensuredPod{},
+		removed:    map[types.UID]struct{}{},
 	}, nil
 }
 
@@ -483,6 +494,9 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) error {
 		}
 		return nil
 	}
+	m.mu.Lock()
+	delete(m.removed, pod.UID)
+	m.mu.Unlock()
 	if err := m.ensure(ctx, p); err != nil {
 		return err
 	}
@@ -584,16 +598,25 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 	m.mu.Lock()
 	last, known := m.ensured[uid]
 	delete(m.ensured, uid)
+	_, gone := m.removed[uid]
+	delete(m.removed, uid)
 	err := m.trackBurstable(nil, uid, false)
 	m.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("update burstable cgroup: %w", err)
 	}
+	if gone {
+		// Removed by the previous call, with nothing of the pod left to
+		// run in it since: no hierarchy has to be searched again.
+		logger.V(5).Info("Pod cgroup already removed", "podUID", uid)
+		return nil
+	}
 	hs, err := m.hierarchies()
 	if err != nil {
 		return err
 	}
-	var dirs, cgs []string
+	var trees []*cgroupTree
+	var cgs []string
 	for _, class := range []v1.PodQOSClass{v1.PodQOSGuaranteed, v1.PodQOSBurstable, v1.PodQOSBestEffort} {
 		rel := m.podPath(class, uid)
 		if known && rel != last.path {
@@ -603,29 +626,26 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 		}
 		found := false
 		for _, h := range hs {
-			dir := filepath.Join(h, filepath.FromSlash(rel))
-			if _, err := os.Stat(dir); err == nil {
-				dirs = append(dirs, dir)
+			t, err := readTree(filepath.Join(h, filepath.FromSlash(rel)))
+			if err != nil {
+				return fmt.Errorf("pod cgroup: %w", err)
+			}
+			if t != nil {
+				trees = append(trees, t)
 				found = true
-			} else if !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("pod cgroup %s: %w", dir, err)
 			}
 		}
 		if found {
 			cgs = append(cgs, rel)
 		}
 	}
-	if len(dirs) == 0 {
+	if len(trees) == 0 {
 		logger.V(5).Info("Pod cgroup already removed", "podUID", uid)
 		return nil
 	}
-	for _, dir := range dirs {
-		n, err := countProcs(dir)
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			return fmt.Errorf("pod cgroup %s holds %d processes: %w", dir, n, ErrBusy)
+	for _, t := range trees {
+		if t.procs > 0 {
+			return fmt.Errorf("pod cgroup %s holds %d processes: %w", t.dir, t.procs, ErrBusy)
 		}
 	}
 	var errs []error
@@ -638,15 +658,20 @@ func (m *Manager) RemovePod(ctx context.Context, uid types.UID) error {
 			}
 		}
 	}
-	for _, dir := range dirs {
-		if err := removeTree(dir); err != nil {
+	for _, t := range trees {
+		if err := t.remove(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	logger.V(2).Info("Removed pod cgroup", "podUID", uid, "hierarchies", len(dirs))
+	m.mu.Lock()
+	if _, again := m.ensured[uid]; !again {
+		m.removed[uid] = struct{}{}
+	}
+	m.mu.Unlock()
+	logger.V(2).Info("Removed pod cgroup", "podUID", uid, "hierarchies", len(trees))
 	return nil
 }
 

@@ -405,10 +405,59 @@ func TestEnsurePodV1(t *testing.T) {
 					t.Errorf("%s = %q, want %q", f, got, want)
 				}
 			}
-			if got := readTrim(t, filepath.Join(root, "cpuset", tt.dir, fileCpusetCPUs)); got != "0-1" {
-				t.Errorf("pod cpuset.cpus = %q, want the parent's 0-1", got)
+			// Every level of the path in the cpuset hierarchy can hold
+			// tasks, the QoS classes EnsurePod created on the way included.
+			for dir := tt.dir; dir != "."; dir = filepath.Dir(dir) {
+				if got := readTrim(t, filepath.Join(root, "cpuset", dir, fileCpusetCPUs)); got != "0-1" {
+					t.Errorf("%s cpuset.cpus = %q, want the root's 0-1", dir, got)
+				}
 			}
 		})
+	}
+}
+
+// A cpuset cgroup left without cpus (created by an earlier, interrupted
+// attempt) gets its parent's when the pod is ensured again.
+func TestEnsurePodFillsAnEmptyCpuset(t *testing.T) {
+	root := fakeV1(t)
+	m := newManager(t, Options{Root: root})
+	mustWrite(t, filepath.Join(root, "cpuset", "kubepods", fileCpusetCPUs), "")
+	mustWrite(t, filepath.Join(root, "cpuset", "kubepods", "besteffort", fileCpusetCPUs), "")
+	if err := m.EnsurePod(context.Background(), testPod("e", bestEffort)); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"kubepods", "kubepods/besteffort", "kubepods/besteffort/pode"} {
+		if got := readTrim(t, filepath.Join(root, "cpuset", dir, fileCpusetCPUs)); got != "0-1" {
+			t.Errorf("%s cpuset.cpus = %q, want 0-1", dir, got)
+		}
+	}
+}
+
+// The clean-up that follows a pod's release does not search the
+// hierarchies again; a later call for the same pod does.
+func TestRemovePodAfterRemoval(t *testing.T) {
+	ctx := context.Background()
+	root := fakeV1(t)
+	m := newManager(t, Options{Root: root})
+	if err := m.EnsurePod(ctx, testPod("rm", burstable)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemovePod(ctx, "rm"); err != nil {
+		t.Fatalf("RemovePod: %v", err)
+	}
+	stray := filepath.Join(root, "memory", "kubepods/besteffort/podrm")
+	mustMkdir(t, stray)
+	if err := m.RemovePod(ctx, "rm"); err != nil {
+		t.Fatalf("second RemovePod: %v", err)
+	}
+	if !exists(stray) {
+		t.Fatalf("second RemovePod searched the hierarchies: %s removed", stray)
+	}
+	if err := m.RemovePod(ctx, "rm"); err != nil {
+		t.Fatalf("third RemovePod: %v", err)
+	}
+	if exists(stray) {
+		t.Errorf("third RemovePod left %s", stray)
 	}
 }
 

@@ -63,6 +63,9 @@ func (m *Manager) hierarchies() ([]string, error) {
 		}
 		seen[resolved] = true
 		out = append(out, resolved)
+		if _, err := os.Stat(filepath.Join(resolved, fileCpusetCPUs)); err == nil && m.cpusetHier == "" {
+			m.cpusetHier = resolved
+		}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("list cgroup hierarchies in %s: none mounted", m.root)
@@ -97,11 +100,13 @@ func (m *Manager) checkControllers() error {
 }
 
 // ensure creates the cgroup path cg (and its missing parents) in every
-// hierarchy. On v1 each new cpuset cgroup gets its parent's cpus and mems;
-// on v2 each parent delegates every available controller to its children.
-// With the systemd driver, systemd starts the slice (its parent must
-// exist) and runc's manager creates it in the hierarchies systemd does
-// not manage.
+// hierarchy. On v1 the path is made from its end: a pod's parents (its
+// QoS class) exist already, so a pod costs one mkdir per hierarchy; in
+// the cpuset hierarchy the cgroup gets its parent's cpus and mems when it
+// has none (see fillCpuset). On v2 each parent delegates every available
+// controller to its children. With the systemd driver, systemd starts the slice
+// (its parent must exist) and runc's manager creates it in the
+// hierarchies systemd does not manage.
 func (m *Manager) ensure(ctx context.Context, cg string) error {
 	if m.systemd != nil {
 		return m.systemd.ensure(cg)
@@ -110,7 +115,7 @@ func (m *Manager) ensure(ctx context.Context, cg string) error {
 	if err != nil {
 		return err
 	}
-	parts := strings.Split(strings.Trim(cg, "/"), "/")
+	parts := slices.DeleteFunc(strings.Split(strings.Trim(cg, "/"), "/"), func(p string) bool { return p == "" })
 	var ctrls []string
 	if m.v2 {
 		if ctrls, err = readFields(filepath.Join(m.root, fileControllers)); err != nil {
@@ -118,27 +123,48 @@ func (m *Manager) ensure(ctx context.Context, cg string) error {
 		}
 	}
 	for _, h := range hs {
+		if !m.v2 {
+			if err := mkdirFromEnd(h, parts, h == m.cpusetHier); err != nil {
+				return err
+			}
+			continue
+		}
 		cur := h
 		for _, part := range parts {
-			if part == "" {
-				continue
-			}
 			parent := cur
 			cur = filepath.Join(cur, part)
-			if m.v2 {
-				enableControllers(ctx, parent, ctrls)
-			}
+			enableControllers(ctx, parent, ctrls)
 			if err := os.Mkdir(cur, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 				return fmt.Errorf("create cgroup %s: %w", cur, err)
-			}
-			if !m.v2 {
-				if err := copyCpuset(parent, cur); err != nil {
-					return err
-				}
 			}
 		}
 	}
 	return nil
+}
+
+// mkdirFromEnd creates the cgroup parts under the v1 hierarchy h, trying
+// the last part first and its missing parents only when it cannot. In the
+// cpuset hierarchy (cpuset) each cgroup it creates, and the last one,
+// gets its parent's cpus and mems.
+func mkdirFromEnd(h string, parts []string, cpuset bool) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	dir := filepath.Join(append([]string{h}, parts...)...)
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, os.ErrNotExist) && len(parts) > 1 {
+		if err := mkdirFromEnd(h, parts[:len(parts)-1], cpuset); err != nil {
+			return err
+		}
+		err = os.Mkdir(dir, 0o755)
+	}
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create cgroup %s: %w", dir, err)
+	}
+	if !cpuset {
+		return nil
+	}
+	return fillCpuset(h, parts, err == nil)
 }
 
 // enableControllers makes dir delegate the controllers to its children by
@@ -165,25 +191,40 @@ func enableControllers(ctx context.Context, dir string, ctrls []string) {
 	}
 }
 
-// copyCpuset gives a cpuset cgroup without cpus or mems those of its
-// parent, so that it can hold tasks. Not a cpuset hierarchy: no-op.
-func copyCpuset(parent, child string) error {
+// fillCpuset gives the cpuset cgroup parts under h its parent's cpus and
+// mems where it has none (a cgroup just created has none), so that it can
+// hold tasks. A parent without them, such as one left by an interrupted
+// run, is given its own parent's first.
+func fillCpuset(h string, parts []string, created bool) error {
+	dir := filepath.Join(append([]string{h}, parts...)...)
+	parent := filepath.Dir(dir)
 	for _, f := range []string{fileCpusetCPUs, fileCpusetMems} {
+		if !created {
+			cv, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("read %s: %w", filepath.Join(dir, f), err)
+			}
+			if len(bytes.TrimSpace(cv)) > 0 {
+				continue
+			}
+		}
 		pv, err := os.ReadFile(filepath.Join(parent, f))
+		if len(bytes.TrimSpace(pv)) == 0 && err == nil && len(parts) > 1 {
+			if err := fillCpuset(h, parts[:len(parts)-1], false); err != nil {
+				return err
+			}
+			pv, err = os.ReadFile(filepath.Join(parent, f))
+		}
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("read %s: %w", filepath.Join(parent, f), err)
 		}
-		cv, err := os.ReadFile(filepath.Join(child, f))
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("read %s: %w", filepath.Join(child, f), err)
-		}
-		if len(bytes.TrimSpace(cv)) > 0 || len(bytes.TrimSpace(pv)) == 0 {
+		if len(bytes.TrimSpace(pv)) == 0 {
 			continue
 		}
-		if err := writeFile(child, f, string(bytes.TrimSpace(pv))); err != nil {
+		if err := writeFile(dir, f, string(bytes.TrimSpace(pv))); err != nil {
 			return err
 		}
 	}
@@ -327,58 +368,79 @@ func parsePIDs(b []byte) (int, error) {
 	return n, nil
 }
 
-// countProcs counts the processes in the cgroup dir and its descendants.
-func countProcs(dir string) (int, error) {
-	p := filepath.Join(dir, fileProcs)
-	b, err := os.ReadFile(p)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("read %s: %w", p, err)
-	}
-	n, err := parsePIDs(b)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", p, err)
-	}
+// cgroupTree is a cgroup directory and its descendants, each read once:
+// the processes in them and their child cgroups.
+type cgroupTree struct {
+	dir      string
+	procs    int // in dir and below it
+	children []*cgroupTree
+}
+
+// readTree reads the cgroup dir and every cgroup below it; nil when dir
+// does not exist.
+func readTree(dir string) (*cgroupTree, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return n, nil
+		return nil, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("list cgroup %s: %w", dir, err)
+		return nil, fmt.Errorf("list cgroup %s: %w", dir, err)
 	}
+	t := &cgroupTree{dir: dir}
 	for _, e := range entries {
-		if !e.IsDir() {
-			continue
+		switch {
+		case e.IsDir():
+			c, err := readTree(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return nil, err
+			}
+			if c != nil {
+				t.children = append(t.children, c)
+				t.procs += c.procs
+			}
+		case e.Name() == fileProcs:
+			p := filepath.Join(dir, fileProcs)
+			b, err := os.ReadFile(p)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("read %s: %w", p, err)
+			}
+			n, err := parsePIDs(b)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", p, err)
+			}
+			t.procs += n
 		}
-		c, err := countProcs(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return 0, err
-		}
-		n += c
 	}
-	return n, nil
+	return t, nil
 }
 
 // removeTree removes the cgroup dir and every cgroup below it, children
 // first. A cgroup that still has tasks gives an error wrapping ErrBusy.
 func removeTree(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+	t, err := readTree(dir)
+	if err != nil || t == nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("list cgroup %s: %w", dir, err)
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
+	return t.remove()
+}
+
+// remove removes the cgroups of t, children first; one already gone is no
+// error. A cgroup that still has tasks gives an error wrapping ErrBusy.
+func (t *cgroupTree) remove() error {
+	for _, c := range t.children {
+		if err := c.remove(); err != nil {
+			return err
 		}
 	}
-	err = unix.Rmdir(dir)
+	dir := t.dir
+	err := unix.Rmdir(dir)
 	if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
 		// Regular files only exist where plain directories stand in for
 		// a cgroup filesystem (tests): remove them and retry.
+		entries, lerr := os.ReadDir(dir)
+		if lerr != nil {
+			return fmt.Errorf("list cgroup %s: %w", dir, lerr)
+		}
 		for _, e := range entries {
 			if e.Type().IsRegular() {
 				if rerr := os.Remove(filepath.Join(dir, e.Name())); rerr != nil {

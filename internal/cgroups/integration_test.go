@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,5 +213,51 @@ func probeWritable(t *testing.T, m *Manager, cgRoot string) {
 	}
 	if err := unix.Rmdir(dir); err != nil {
 		t.Fatalf("probe cleanup %s: %v", dir, err)
+	}
+}
+
+// BenchmarkRealPodCgroup is a best-effort pod's cgroups on the machine's
+// cgroup filesystem: created, released and cleaned up (RemovePod twice, as
+// the pod's release and its clean-up call it), under a cgroup root of its
+// own. It prints the CPU it takes; it asserts nothing about time.
+func BenchmarkRealPodCgroup(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("skipping: writing cgroups needs root")
+	}
+	ctx := context.Background()
+	suffix := make([]byte, 4)
+	if _, err := rand.Read(suffix); err != nil {
+		b.Fatal(err)
+	}
+	cgRoot := "/heartlet-bench-" + hex.EncodeToString(suffix)
+	m, err := New(Options{Root: DefaultRoot, CgroupRoot: cgRoot})
+	if err != nil {
+		b.Skipf("skipping: no usable cgroup filesystem at %s: %v", DefaultRoot, err)
+	}
+	hs, err := m.hierarchies()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		for _, h := range hs {
+			if err := removeTree(filepath.Join(h, cgRoot)); err != nil {
+				b.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+	if err := m.EnsureQOS(ctx); err != nil {
+		b.Fatalf("EnsureQOS: %v", err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		pod := testPod(fmt.Sprintf("%08x-0000-0000-0000-%s%04x", i, hex.EncodeToString(suffix), i%0x10000), bestEffort)
+		if err := m.EnsurePod(ctx, pod); err != nil {
+			b.Fatalf("EnsurePod: %v", err)
+		}
+		for range 2 {
+			if err := m.RemovePod(ctx, pod.UID); err != nil {
+				b.Fatalf("RemovePod: %v", err)
+			}
+		}
 	}
 }

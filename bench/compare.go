@@ -1475,7 +1475,7 @@ type calls struct {
 	cri  map[string]float64
 	heap heapReading
 	// syncs is the pod workers' syncs by operation type (the sample
-	// count of kubelet_pod_worker_duration_seconds), nil when not served.
+	// count of kubelet_pod_worker_duration_seconds), nil when unreadable.
 	syncs map[string]float64
 }
 
@@ -1522,6 +1522,9 @@ func countersOf(families map[string]*dto.MetricFamily) calls {
 	if f := families["kubelet_runtime_operations_total"]; f != nil {
 		c.cri = byOperation(f, func(m *dto.Metric) float64 { return m.GetCounter().GetValue() })
 	}
+	// A vector shows no series before its first observation: no family
+	// in a page read is no sync yet.
+	c.syncs = map[string]float64{}
 	if f := families["kubelet_pod_worker_duration_seconds"]; f != nil {
 		c.syncs = byOperation(f, func(m *dto.Metric) float64 { return float64(m.GetHistogram().GetSampleCount()) })
 	}

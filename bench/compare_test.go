@@ -196,6 +196,12 @@ func TestCallsSince(t *testing.T) {
 	if got := perPod(map[string]float64{"sync": 20}, map[string]float64{"sync": 80, "create": 30}, 30); !maps.Equal(got, map[string]float64{"sync": 2, "create": 1}) {
 		t.Errorf("perPod = %v, want sync 2, create 1", got)
 	}
+	if got := perPod(map[string]float64{}, map[string]float64{"create": 30}, 30); !maps.Equal(got, map[string]float64{"create": 1}) {
+		t.Errorf("perPod from no sync yet = %v, want create 1", got)
+	}
+	if got := perPod(map[string]float64{"create": 30}, nil, 30); got != nil {
+		t.Errorf("perPod to an unread page = %v, want nil", got)
+	}
 }
 
 func TestParseMemStats(t *testing.T) {
@@ -253,10 +259,10 @@ kubelet_pod_worker_duration_seconds_count{operation_type="sync"} 75
 `, 9, map[string]float64{"run_podsandbox": 3, "start_container": 5}, heapReading{123456789, 42}, map[string]float64{"create": 30, "sync": 75}},
 		{"no Go series", `# TYPE rest_client_requests_total counter
 rest_client_requests_total{code="200",host="a",method="GET"} 1
-`, 1, nil, heapReading{-1, -1}, nil},
+`, 1, nil, heapReading{-1, -1}, map[string]float64{}},
 		{"allocation without GC cycles", `# TYPE go_memstats_alloc_bytes_total counter
 go_memstats_alloc_bytes_total 10
-`, -1, nil, heapReading{10, -1}, nil},
+`, -1, nil, heapReading{10, -1}, map[string]float64{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

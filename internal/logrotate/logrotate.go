@@ -74,6 +74,15 @@ type Options struct {
 // after being quiet is noticed within a second.
 const maxCheckWait = time.Second
 
+// maxCheckSlack bounds how early a log is checked along with another that
+// is due: by a quarter of its wait, at most maxCheckSlack. Logs checked
+// every second then share the loop's wake-ups (about ten a second however
+// many there are) instead of waking it once each.
+const maxCheckSlack = 100 * time.Millisecond
+
+// slack is how early a log waiting wait may be checked.
+func slack(wait time.Duration) time.Duration { return min(wait/4, maxCheckSlack) }
+
 // Manager rotates container logs every Interval, and between passes
 // those that grow fast (see the package documentation).
 type Manager struct {
@@ -195,15 +204,16 @@ func (m *Manager) untilNextCheck() time.Duration {
 	return max(wait, 0)
 }
 
-// CheckGrowth checks the watched logs that are due: one over MaxSize is
-// rotated, the others are given their next check by their growth rate.
+// CheckGrowth checks the watched logs that are due, or nearly (see
+// maxCheckSlack): one over MaxSize is rotated, the others are given their
+// next check by their growth rate.
 func (m *Manager) CheckGrowth(ctx context.Context) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.watchStarted()
 	for _, w := range m.watch {
 		now := m.opts.Clock.Now()
-		if now.Before(w.next) {
+		if now.Before(w.next.Add(-slack(w.wait))) {
 			continue
 		}
 		fi, err := os.Stat(w.log())

@@ -3,6 +3,7 @@ package logrotate
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -295,6 +296,34 @@ func TestSortRotated(t *testing.T) {
 		"0.log.20260102-030405.10", "0.log.20260102-030406"}
 	if strings.Join(logs, ",") != strings.Join(want, ",") {
 		t.Errorf("sorted %v, want %v", logs, want)
+	}
+}
+
+// TestCheckGrowthSharesWakeUps: a check of a log that is due also checks
+// those due within a quarter of their wait (at most maxCheckSlack), not
+// the others.
+func TestCheckGrowthSharesWakeUps(t *testing.T) {
+	m, _, clk, log := newWatched(t) // CheckPeriod 50 ms
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}}
+	m.watch = map[string]*watched{}
+	m.ContainerStarted(pod, "c", "due", log)
+	m.watchStarted()
+	start := clk.Now()
+	quiet := func(id string, wait, in time.Duration) {
+		m.watch[id] = &watched{target: m.watch["due"].target, at: start, size: 100, wait: wait, next: start.Add(in)}
+	}
+	quiet("near", time.Second, 140*time.Millisecond)           // slack 100 ms: from 40 ms
+	quiet("far", time.Second, 160*time.Millisecond)            // slack 100 ms: from 60 ms
+	quiet("short", 200*time.Millisecond, 110*time.Millisecond) // slack 50 ms: from 60 ms
+	clk.Step(50 * time.Millisecond)
+	m.CheckGrowth(context.Background())
+	checked := map[string]bool{}
+	for id, w := range m.watch {
+		checked[id] = w.at.Equal(clk.Now())
+	}
+	want := map[string]bool{"due": true, "near": true, "far": false, "short": false}
+	if !maps.Equal(checked, want) {
+		t.Errorf("checked %v, want %v", checked, want)
 	}
 }
 

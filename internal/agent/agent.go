@@ -152,7 +152,7 @@ type components struct {
 	recorder    kubeclient.EventRecorder // nil in standalone mode
 	events      *nodepage.EventLog       // what recorder recorded; nil in standalone mode
 	allocatable func() v1.ResourceList
-	summary     server.SummaryProvider
+	summary     eviction.SummaryProvider // the stats provider
 	syncer      *podsync.Syncer
 	sources     []string
 	mirrors     *mirrorPods
@@ -340,9 +340,9 @@ func (a *Agent) buildServers(c *components, conn *connection) error {
 		{Name: "pleg", Check: c.pleg.Healthy},
 		{Name: "runtime", Check: c.pleg.RuntimeHealthy},
 	}
-	statsHandlers := newStats(a.opts, rt, a.clock, c.claimVolumeStats)
-	c.nodePage = a.newNodePage(c, statsHandlers.Summary)
-	c.summary = statsHandlers.Summary
+	statsHandlers, summary := newStats(a.opts, rt, a.clock, c.claimVolumeStats)
+	c.nodePage = a.newNodePage(c, summary)
+	c.summary = summary
 	if cfg.HealthzPort != nil && *cfg.HealthzPort > 0 {
 		addr := net.JoinHostPort(cfg.HealthzBindAddress, strconv.Itoa(int(*cfg.HealthzPort)))
 		c.servers = append(c.servers, server.NewHealthz(addr, checks...))

@@ -132,9 +132,9 @@ func (d gcDeps) VolumeImages() []string {
 }
 
 // ImageFsStats reads the image filesystem's capacity and available bytes
-// from the stats summary.
+// from the node's stats (no pod's are read).
 func (d gcDeps) ImageFsStats(ctx context.Context) (uint64, uint64, error) {
-	s, err := d.c.summary.Summary(ctx, false)
+	s, err := d.c.summary.SummaryOf(ctx, nil)
 	if err != nil {
 		return 0, 0, fmt.Errorf("stats summary: %w", err)
 	}

@@ -4,12 +4,17 @@ import (
 	"context"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 type fixedSummary struct{ s *statsapi.Summary }
 
 func (f fixedSummary) Summary(context.Context, bool) (*statsapi.Summary, error) { return f.s, nil }
+
+func (f fixedSummary) SummaryOf(context.Context, func(types.UID) bool) (*statsapi.Summary, error) {
+	return f.s, nil
+}
 
 // Image garbage collection reads the image filesystem from the summary's
 // imageFs; a summary without it is an error, never a filesystem of size 0.

@@ -15,7 +15,7 @@ import (
 // /metrics/resource and /metrics/cadvisor, and registers the volume
 // metrics on /metrics. volumes gives the stats of CSI volumes and local
 // PVs.
-func newStats(opts *config.Options, rt stats.Runtime, clk clock.PassiveClock, volumes stats.VolumeStatsFunc) server.StatsHandlers {
+func newStats(opts *config.Options, rt stats.Runtime, clk clock.PassiveClock, volumes stats.VolumeStatsFunc) (server.StatsHandlers, *stats.Provider) {
 	p := stats.New(stats.Options{
 		Volumes:    volumes,
 		NodeName:   opts.NodeName,
@@ -33,7 +33,7 @@ func newStats(opts *config.Options, rt stats.Runtime, clk clock.PassiveClock, vo
 		Summary:         p,
 		ResourceMetrics: p.ResourceMetricsHandler(),
 		CadvisorMetrics: p.CadvisorMetricsHandler(),
-	}
+	}, p
 }
 
 // claimVolumeStats are the stats of the pod's CSI volumes and local PVs.

@@ -72,6 +72,30 @@ func LocalStorageViolations(pods []*v1.Pod, stats PodStats, dedicatedImageFs boo
 	return out
 }
 
+// HasLocalStorageLimit tells whether LocalStorageViolations can find the
+// pod over a limit: it has an emptyDir with a size limit, or an
+// ephemeral-storage limit of its own or of one of its containers.
+func HasLocalStorageLimit(pod *v1.Pod) bool {
+	for _, vol := range pod.Spec.Volumes {
+		if ed := vol.EmptyDir; ed != nil && ed.SizeLimit != nil && ed.SizeLimit.Sign() > 0 {
+			return true
+		}
+	}
+	if r := pod.Spec.Resources; r != nil {
+		if _, ok := r.Limits[v1.ResourceEphemeralStorage]; ok {
+			return true
+		}
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			if _, ok := c.Resources.Limits[v1.ResourceEphemeralStorage]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func emptyDirViolation(pod *v1.Pod, s statsapi.PodStats) (Violation, bool) {
 	used := map[string]uint64{}
 	for _, vs := range s.VolumeStats {

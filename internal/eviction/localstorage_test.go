@@ -279,3 +279,69 @@ func TestRunWithoutThresholdsChecksLocalStorage(t *testing.T) {
 		t.Errorf("kills = %s", got)
 	}
 }
+
+func TestHasLocalStorageLimit(t *testing.T) {
+	podLevel := storagePod("pod-level", []string{""})
+	podLevel.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("1Gi")}}
+	initLimited := storagePod("init", []string{""})
+	initLimited.Spec.InitContainers = []v1.Container{{Name: "i", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("1Gi")}}}}
+	cpuOnly := storagePod("cpu", []string{""})
+	cpuOnly.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}
+	for _, tt := range []struct {
+		pod  *v1.Pod
+		want bool
+	}{
+		{storagePod("plain", []string{"", ""}, emptyDir("scratch", "", "")), false},
+		{cpuOnly, false},
+		{storagePod("sized", []string{""}, emptyDir("scratch", "10Mi", "")), true},
+		{storagePod("memory", []string{""}, emptyDir("scratch", "10Mi", v1.StorageMediumMemory)), true},
+		{storagePod("container", []string{"", "5Mi"}), true},
+		{podLevel, true},
+		{initLimited, true},
+	} {
+		if got := HasLocalStorageLimit(tt.pod); got != tt.want {
+			t.Errorf("HasLocalStorageLimit(%s) = %v, want %v", tt.pod.Name, got, tt.want)
+		}
+	}
+}
+
+// A pass without a threshold met reads the node's figures and the stats
+// of the pods with a local storage limit only; every pod's only once it
+// ranks pods to evict.
+func TestPassReadsThePodsItChecks(t *testing.T) {
+	limited := storagePod("limited", []string{"100Mi"})
+	plain := storagePod("plain", []string{""})
+	h := newHarness(t, Config{Hard: map[string]string{"memory.available": "100Mi"}}, 0, limited, plain)
+	h.m.opts.LocalStorageCapacityIsolation = true
+	var picked []types.UID
+	h.m.opts.Summary = pickRecorder{h.summary, &picked}
+	h.summary.set(500, map[string]uint64{"limited": 10, "plain": 10})
+	h.pass()
+	if fmt.Sprint(picked) != "[limited]" || h.summary.full != 0 {
+		t.Errorf("without pressure: pods picked %v and %d reads of every pod's stats; want [limited] and 0", picked, h.summary.full)
+	}
+	h.summary.set(50, map[string]uint64{"limited": 10, "plain": 400})
+	h.pass()
+	if h.summary.full != 1 {
+		t.Errorf("under pressure: %d reads of every pod's stats, want 1", h.summary.full)
+	}
+	if got := fmt.Sprint(h.killed()); got != "[plain/kill/keep=true/grace=1]" {
+		t.Errorf("kills = %s, want plain, ranked by the stats of every pod", got)
+	}
+}
+
+// pickRecorder records the pods a SummaryOf picks among the summary's.
+type pickRecorder struct {
+	*fakeSummary
+	picked *[]types.UID
+}
+
+func (p pickRecorder) SummaryOf(ctx context.Context, pick func(types.UID) bool) (*statsapi.Summary, error) {
+	*p.picked = nil
+	for _, ps := range p.s.Pods {
+		if pick(types.UID(ps.PodRef.UID)) {
+			*p.picked = append(*p.picked, types.UID(ps.PodRef.UID))
+		}
+	}
+	return p.fakeSummary.SummaryOf(ctx, pick)
+}

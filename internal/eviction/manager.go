@@ -224,7 +224,20 @@ func closeNotifier(logger klog.Logger, n MemoryNotifier) {
 func (m *Manager) Synchronize(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	now := m.opts.Clock.Now()
-	summary, err := m.opts.Summary.Summary(ctx, false)
+	// The node's signals, and the usage of the pods a local storage limit
+	// applies to: not every pod's, which only ranking needs.
+	var limited map[types.UID]bool
+	if m.opts.LocalStorageCapacityIsolation {
+		for _, p := range m.candidates() {
+			if HasLocalStorageLimit(p) {
+				if limited == nil {
+					limited = map[types.UID]bool{}
+				}
+				limited[p.UID] = true
+			}
+		}
+	}
+	summary, err := m.opts.Summary.SummaryOf(ctx, func(uid types.UID) bool { return limited[uid] })
 	if err != nil {
 		return fmt.Errorf("eviction: read the node's stats: %w", err)
 	}
@@ -280,7 +293,11 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 	if m.reclaimNodeLevel(ctx, t.Signal) {
 		return nil
 	}
-	stats := PodStatsOf(summary)
+	all, err := m.opts.Summary.Summary(ctx, false)
+	if err != nil {
+		return fmt.Errorf("eviction: read the pods' stats: %w", err)
+	}
+	stats := PodStatsOf(all)
 	candidates := m.candidates()
 	for _, pod := range Rank(t.Signal, candidates, m.reclaimablePodStats(ctx, t.Signal, candidates, stats)) {
 		if IsCritical(pod) {

@@ -19,15 +19,34 @@ import (
 )
 
 type fakeSummary struct {
-	mu  sync.Mutex
-	s   *statsapi.Summary
-	err error
+	mu   sync.Mutex
+	s    *statsapi.Summary
+	err  error
+	full int // Summary calls: every pod's stats
 }
 
 func (f *fakeSummary) Summary(context.Context, bool) (*statsapi.Summary, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.full++
 	return f.s, f.err
+}
+
+// SummaryOf is the summary with the pods pick leaves out dropped.
+func (f *fakeSummary) SummaryOf(_ context.Context, pick func(types.UID) bool) (*statsapi.Summary, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.s == nil || f.err != nil {
+		return f.s, f.err
+	}
+	s := *f.s
+	s.Pods = nil
+	for _, ps := range f.s.Pods {
+		if pick != nil && pick(types.UID(ps.PodRef.UID)) {
+			s.Pods = append(s.Pods, ps)
+		}
+	}
+	return &s, nil
 }
 
 // set makes the node's memory available and the pods' usage.

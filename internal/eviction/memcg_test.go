@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
@@ -73,9 +74,9 @@ type countingSummary struct {
 	calls chan struct{}
 }
 
-func (c *countingSummary) Summary(ctx context.Context, only bool) (*statsapi.Summary, error) {
+func (c *countingSummary) SummaryOf(ctx context.Context, pick func(types.UID) bool) (*statsapi.Summary, error) {
 	c.calls <- struct{}{}
-	return c.fakeSummary.Summary(ctx, only)
+	return c.fakeSummary.SummaryOf(ctx, pick)
 }
 
 func TestRunPassesWhenTheMemoryThresholdFires(t *testing.T) {

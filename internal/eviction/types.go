@@ -14,8 +14,16 @@ import (
 // SummaryProvider reads the node's and the pods' usage. The summary must
 // be a full one (filesystems included) and is not modified. It may be
 // called from one goroutine at a time; an error skips the pass.
+//
+// Contract: Summary has every running pod's stats and may be up to a
+// second old; SummaryOf is collected when called and has the node's
+// figures and the stats of only the pods pick returns true for (none for
+// a nil pick). A pass reads the node's signals and the pods it checks
+// for local storage limits through SummaryOf, and every pod's stats only
+// when it ranks pods to evict.
 type SummaryProvider interface {
 	Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.Summary, error)
+	SummaryOf(ctx context.Context, pick func(types.UID) bool) (*statsapi.Summary, error)
 }
 
 // Pods lists the desired pods of the node. The result is not modified.

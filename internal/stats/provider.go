@@ -19,6 +19,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -212,6 +213,23 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 	return s.summary, nil
 }
 
+// SummaryOf is Summary(ctx, false) with the stats of only the pods that
+// pick returns true for (none when pick is nil): the node's figures and a
+// few pods' cost a fraction of every pod's on a node with many. It is
+// collected afresh, neither taken from nor kept in the cache.
+func (p *Provider) SummaryOf(ctx context.Context, pick func(types.UID) bool) (*statsapi.Summary, error) {
+	if pick == nil {
+		pick = func(types.UID) bool { return false }
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, err := p.collectLocked(ctx, p.clock.Now(), true, pick)
+	if err != nil {
+		return nil, err
+	}
+	return s.summary, nil
+}
+
 // collect returns a collection no older than CacheTTL.
 func (p *Provider) collect(ctx context.Context, full bool) (*snapshot, error) {
 	p.mu.Lock()
@@ -220,7 +238,7 @@ func (p *Provider) collect(ctx context.Context, full bool) (*snapshot, error) {
 	if s := p.cache[full]; s != nil && now.Sub(s.at) < p.opts.CacheTTL && !now.Before(s.at) {
 		return s, nil
 	}
-	s, err := p.collectLocked(ctx, now, full)
+	s, err := p.collectLocked(ctx, now, full, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -236,25 +254,36 @@ func (p *Provider) collect(ctx context.Context, full bool) (*snapshot, error) {
 	return s, nil
 }
 
-func (p *Provider) collectLocked(ctx context.Context, now time.Time, full bool) (*snapshot, error) {
+// collectLocked collects the node's stats and those of its pods that run,
+// or of those that pick (when not nil) returns true for.
+func (p *Provider) collectLocked(ctx context.Context, now time.Time, full bool, pick func(types.UID) bool) (*snapshot, error) {
 	logger := klog.FromContext(ctx)
 	pods, err := p.opts.Runtime.ListPods(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
+	ready := func(rp *runtime.PodStatus) bool {
+		return len(rp.Sandboxes) > 0 && rp.Sandboxes[0].State == runtime.SandboxReady
+	}
+	picked := func(rp *runtime.PodStatus) bool { return ready(rp) && (pick == nil || pick(rp.UID)) }
+	anyPod := slices.ContainsFunc(pods, picked)
 	criStats := map[string]runtime.ContainerStats{}
-	if list, err := p.opts.Runtime.ListContainerStats(ctx); err != nil {
-		logger.V(2).Info("Container stats from the runtime unavailable", "err", err)
-	} else {
-		for _, cs := range list {
-			criStats[cs.ID] = cs
+	if anyPod { // no pod's stats to read: no container's either
+		if list, err := p.opts.Runtime.ListContainerStats(ctx); err != nil {
+			logger.V(2).Info("Container stats from the runtime unavailable", "err", err)
+		} else {
+			for _, cs := range list {
+				criStats[cs.ID] = cs
+			}
 		}
 	}
 	var imageFs *runtime.FsUsage
 	var imageFsInfo *fsInfo
 	var images map[string]string
 	if full {
-		images = p.imageNames(ctx)
+		if anyPod {
+			images = p.imageNames(ctx)
+		}
 		if list, err := p.opts.Runtime.ImageFsInfo(ctx); err != nil {
 			logger.V(2).Info("Image filesystem info unavailable", "err", err)
 		} else if len(list) > 0 {
@@ -275,11 +304,14 @@ func (p *Provider) collectLocked(ctx context.Context, now time.Time, full bool) 
 
 	seenSandboxes := map[string]bool{}
 	for _, rp := range pods {
-		if len(rp.Sandboxes) == 0 || rp.Sandboxes[0].State != runtime.SandboxReady {
+		if !ready(rp) {
 			continue
 		}
 		sb := rp.Sandboxes[0]
 		seenSandboxes[sb.ID] = true
+		if !picked(rp) {
+			continue
+		}
 		ps, meta := p.podStats(ctx, now, full, rp, criStats, imageFs, imageFsInfo)
 		for i := range meta.containers {
 			meta.containers[i].image = imageName(meta.containers[i].image, images)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -347,6 +348,52 @@ func TestSummaryCacheAndRates(t *testing.T) {
 	check(t, "pod volumes", a.VolumeStats == nil, true)
 	check(t, "container rootfs", a.Containers[0].Rootfs == nil, true)
 	check(t, "container memory", a.Containers[0].Memory != nil, true)
+}
+
+// SummaryOf has the node's full figures and the stats of the pods picked
+// only; with none picked it asks the runtime for no container's stats
+// and no image, and it neither uses nor fills the cache.
+func TestSummaryOf(t *testing.T) {
+	f := newFixture(t)
+	p := f.provider()
+	ctx := context.Background()
+	full, err := p.Summary(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(f.srv.Calls())
+	node, err := p.SummaryOf(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(node.Pods) != 0 {
+		t.Errorf("SummaryOf(nil) has %d pods, want none", len(node.Pods))
+	}
+	check(t, "node fs", node.Node.Fs != nil, true)
+	check(t, "node runtime", node.Node.Runtime != nil, true)
+	check(t, "node memory", u64(node.Node.Memory.WorkingSetBytes), u64(full.Node.Memory.WorkingSetBytes))
+	for _, c := range f.srv.Calls()[before:] {
+		if strings.Contains(c, "ContainerStats") || strings.Contains(c, "ListImages") {
+			t.Errorf("SummaryOf(nil) called %s", c)
+		}
+	}
+
+	b, err := p.SummaryOf(ctx, func(uid types.UID) bool { return uid == uidB })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Pods) != 1 || b.Pods[0].PodRef.Name != "b" {
+		t.Fatalf("SummaryOf(b) pods = %v, want b only", b.Pods)
+	}
+	check(t, "pod b container cpu", u64(b.Pods[0].Containers[0].CPU.UsageCoreNanoSeconds), uint64(2_000_000_000))
+
+	again, err := p.Summary(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != full {
+		t.Error("Summary after SummaryOf within the cache period is not the cached one")
+	}
 }
 
 func TestSummaryRuntimeFailure(t *testing.T) {

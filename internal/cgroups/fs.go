@@ -104,8 +104,8 @@ func (m *Manager) checkControllers() error {
 // QoS class) exist already, so a pod costs one mkdir per hierarchy; in
 // the cpuset hierarchy the cgroup gets its parent's cpus and mems when it
 // has none (see fillCpuset). On v2 each parent delegates every available
-// controller to its children. With the systemd driver, systemd starts the slice
-// (its parent must exist) and runc's manager creates it in the
+// controller to its children. With the systemd driver, systemd starts the
+// slice (its parent must exist) and runc's manager creates it in the
 // hierarchies systemd does not manage.
 func (m *Manager) ensure(ctx context.Context, cg string) error {
 	if m.systemd != nil {

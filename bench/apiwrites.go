@@ -32,6 +32,9 @@ import (
 type nodeWrites struct {
 	cs   kubernetes.Interface
 	node string
+	// rt, when set, runs each pod in the runtime: after its token and
+	// before its events and status (floor-api); nil for api-writes.
+	rt podRuntime
 
 	mu       sync.Mutex
 	started  map[types.UID]bool // pods whose start requests were made
@@ -183,6 +186,11 @@ func (w *nodeWrites) start(ctx context.Context, pod *v1.Pod) error {
 	if err != nil {
 		return fmt.Errorf("token for pod %s: %w", pod.Name, err)
 	}
+	if w.rt != nil {
+		if err := w.rt.start(ctx, pod); err != nil {
+			return fmt.Errorf("start pod %s: %w", pod.Name, err)
+		}
+	}
 	c := pod.Spec.Containers[0]
 	for _, e := range [][2]string{
 		{"Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image)},
@@ -201,6 +209,11 @@ func (w *nodeWrites) deleteOne(ctx context.Context, pod *v1.Pod) error {
 	c := pod.Spec.Containers[0]
 	if err := w.event(ctx, pod, "Killing", fmt.Sprintf("Stopping container %s", c.Name)); err != nil {
 		return err
+	}
+	if w.rt != nil {
+		if err := w.rt.stop(ctx, pod); err != nil {
+			return err
+		}
 	}
 	now := metav1.Now()
 	state := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", StartedAt: now, FinishedAt: now}}

@@ -51,6 +51,10 @@ const (
 	// the requests any agent serving it makes, for what the API side of a
 	// pod costs the control plane at least.
 	agentAPIWrites = "api-writes"
+	// agentFloorAPI is a conforming agent that costs no CPU of its own:
+	// floor-setup's pods started from a watch of the API's pods, with
+	// api-writes' requests around each (runFloorAPI).
+	agentFloorAPI = "floor-api"
 	// agentBase is a second heartlet build (-heartlet-base), e.g. before a
 	// change, measured in the same run for a before/after ratio.
 	agentBase = "heartlet-base"
@@ -203,6 +207,8 @@ func runCompare(o compareOptions) error {
 				if w, err = newNodeWrites(o); err == nil {
 					r, err = runAPIOnly(ctx, cs, o, w)
 				}
+			case agentFloorAPI:
+				r, err = runFloorAPI(ctx, cs, rs, o)
 			default:
 				r, err = runAgent(ctx, cs, rs, o, a, roundDir, config, roPort, port)
 			}
@@ -997,7 +1003,8 @@ type tableRow struct {
 func ratioColumns(names []string) [][2]string {
 	has := func(n string) bool { return slices.Contains(names, n) }
 	var cols [][2]string
-	for _, c := range [][2]string{{agentHeartlet, agentBase}, {agentHeartlet, agentKubelet}, {agentHeartlet, agentFloor}, {agentHeartlet, agentFloorSetup}} {
+	for _, c := range [][2]string{{agentHeartlet, agentBase}, {agentHeartlet, agentKubelet}, {agentHeartlet, agentFloor}, {agentHeartlet, agentFloorSetup},
+		{agentHeartlet, agentFloorAPI}, {agentFloorAPI, agentKubelet}} {
 		if has(c[0]) && has(c[1]) {
 			cols = append(cols, c)
 		}
@@ -1067,7 +1074,7 @@ func tableRows(results []*agentResult, counts []int) []tableRow {
 		rows = append(rows, r)
 	}
 	na := func(r *agentResult, v float64) float64 {
-		if r.name == agentFloor || r.name == agentFloorSetup || r.name == agentAPI || r.name == agentAPIWrites {
+		if r.name == agentFloor || r.name == agentFloorSetup || r.name == agentAPI || r.name == agentAPIWrites || r.name == agentFloorAPI {
 			return -1
 		}
 		return v
@@ -1237,10 +1244,10 @@ func parseCompare(agents, counts string) (compareOptions, error) {
 	for _, a := range strings.Split(agents, ",") {
 		a = strings.TrimSpace(a)
 		switch a {
-		case agentHeartlet, agentKubelet, agentFloor, agentFloorSetup, agentBase, agentAPI, agentAPIWrites:
+		case agentHeartlet, agentKubelet, agentFloor, agentFloorSetup, agentBase, agentAPI, agentAPIWrites, agentFloorAPI:
 			o.agents = append(o.agents, a)
 		default:
-			return o, fmt.Errorf("unknown agent %q (want heartlet, heartlet-base, kubelet, floor, floor-setup, api or api-writes)", a)
+			return o, fmt.Errorf("unknown agent %q (want heartlet, heartlet-base, kubelet, floor, floor-setup, floor-api, api or api-writes)", a)
 		}
 	}
 	for _, f := range strings.Split(counts, ",") {

@@ -18,6 +18,19 @@ import (
 	"github.com/heartlet/heartlet/internal/journal"
 )
 
+// The ratio columns pair heartlet with each reference in the table, and
+// the conforming agent that costs nothing with the kubelet.
+func TestRatioColumns(t *testing.T) {
+	got := ratioColumns([]string{agentHeartlet, agentKubelet, agentFloorSetup, agentFloorAPI})
+	want := [][2]string{{agentHeartlet, agentKubelet}, {agentHeartlet, agentFloorSetup}, {agentHeartlet, agentFloorAPI}, {agentFloorAPI, agentKubelet}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ratioColumns = %v, want %v", got, want)
+	}
+	if got := ratioColumns([]string{agentKubelet, agentFloor}); len(got) != 0 {
+		t.Errorf("ratioColumns without heartlet or floor-api = %v, want none", got)
+	}
+}
+
 func TestParseCompare(t *testing.T) {
 	tests := []struct {
 		agents, counts string
@@ -27,6 +40,7 @@ func TestParseCompare(t *testing.T) {
 	}{
 		{"heartlet,kubelet,floor", "30,100", []string{"heartlet", "kubelet", "floor"}, []int{30, 100}, ""},
 		{" floor ", "5", []string{"floor"}, []int{5}, ""},
+		{"floor-setup,floor-api,api-writes", "5", []string{"floor-setup", "floor-api", "api-writes"}, []int{5}, ""},
 		{"heartlet,docker", "5", nil, nil, `unknown agent "docker"`},
 		{"heartlet", "0", nil, nil, `bad pod count "0"`},
 		{"heartlet", "ten", nil, nil, `bad pod count "ten"`},

@@ -459,23 +459,9 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		a2, y2 := agentCPUMs(pid)
 		c2 := cpuMsAll(ctrdPid)
 		w2 := takeWholeCPU(o.controlPlanePidDir)
-		dw, err := watchDeletion(ctx, cs, o.namespace)
-		if err != nil {
+		if r.allDeleted, r.deleteTrace, err = deleteAll(ctx, cs, o.namespace, n); err != nil {
 			return res, err
 		}
-		start = time.Now()
-		dw.begin()
-		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-			return res, fmt.Errorf("delete bench pods: %w", err)
-		}
-		// The watch, not a list every 200 ms: lists of up to N pods
-		// while the agent works would cost the API server CPU that the
-		// control plane's figure would count.
-		if err := dw.waitRemoved(ctx, n, 10*time.Minute); err != nil {
-			return res, err
-		}
-		r.allDeleted = time.Since(start)
-		r.deleteTrace = dw.result()
 		a3, y3 := agentCPUMs(pid)
 		c3 := cpuMsAll(ctrdPid)
 		r.sysDeleteMs = (y3 - y2) / float64(n)
@@ -509,6 +495,27 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 		return res, err
 	}
 	return res, nil
+}
+
+// deleteAll deletes the benchmark's pods (with their own grace period) and
+// waits until n are gone, on a watch rather than a list every 200 ms:
+// lists of up to n pods while the agent works would cost the API server
+// CPU that the control plane's figure would count. It returns the time
+// from the delete call and the deletion steps seen.
+func deleteAll(ctx context.Context, cs kubernetes.Interface, ns string, n int) (time.Duration, *steps, error) {
+	dw, err := watchDeletion(ctx, cs, ns)
+	if err != nil {
+		return 0, nil, err
+	}
+	start := time.Now()
+	dw.begin()
+	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		return 0, nil, fmt.Errorf("delete bench pods: %w", err)
+	}
+	if err := dw.waitRemoved(ctx, n, 10*time.Minute); err != nil {
+		return 0, nil, err
+	}
+	return time.Since(start), dw.result(), nil
 }
 
 // idleWindow returns the agent's API requests and CPU milliseconds per

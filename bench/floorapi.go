@@ -161,20 +161,9 @@ func runFloorAPI(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runti
 		s2 := takeServerRequests(ctx, cs)
 		c2 := cpuMsAll(ctrdPid)
 		w2 := takeWholeCPU(o.controlPlanePidDir)
-		dw, err := watchDeletion(ctx, cs, o.namespace)
-		if err != nil {
-			return res, err
-		}
-		start = time.Now()
-		dw.begin()
-		if err := cs.CoreV1().Pods(o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-			return res, fmt.Errorf("delete bench pods: %w", err)
-		}
-		if err := dw.waitRemoved(ctx, n, 10*time.Minute); err != nil {
+		if r.allDeleted, r.deleteTrace, err = deleteAll(ctx, cs, o.namespace, n); err != nil {
 			return res, errors.Join(err, w.err())
 		}
-		r.allDeleted = time.Since(start)
-		r.deleteTrace = dw.result()
 		r.runtimeDeleteMs = (cpuMsAll(ctrdPid) - c2) / float64(n)
 		r.controlDeleteMs, r.machineDeleteMs, r.busyDelete, r.stolenDelete = takeWholeCPU(o.controlPlanePidDir).since(w2, n)
 		fmt.Printf("compare: %s pods=%d API server requests per pod deleted (every client): %s\n", res.name, n, formatMethods(takeServerRequests(ctx, cs).since(s2, n)))

@@ -51,9 +51,9 @@ const (
 	// the requests any agent serving it makes, for what the API side of a
 	// pod costs the control plane at least.
 	agentAPIWrites = "api-writes"
-	// agentFloorAPI is a conforming agent that costs no CPU of its own:
-	// floor-setup's pods started from a watch of the API's pods, with
-	// api-writes' requests around each (runFloorAPI).
+	// agentFloorAPI is a conforming agent that does nothing but what it
+	// must: floor-setup's pods started from a watch of the API's pods,
+	// with api-writes' requests around each (runFloorAPI).
 	agentFloorAPI = "floor-api"
 	// agentBase is a second heartlet build (-heartlet-base), e.g. before a
 	// change, measured in the same run for a before/after ratio.

@@ -94,9 +94,10 @@ func (f *floorRuntime) stop(ctx context.Context, pod *v1.Pod) error {
 // with the requests of api-writes (its token before the start; its
 // events and its status patch to Running after it); once deleted, its
 // Killing event, its stop and removal, its status patch and the final
-// delete. It is a conforming agent that costs no CPU of its own, with the
-// Node registered (not kept up to date) as an agent registers it; its
-// work is the benchmark's, counted in the machine's CPU.
+// delete. It is a conforming agent that does nothing but the runtime
+// calls and API requests it must, with the Node registered (not kept up
+// to date) as an agent registers it; that work (its clients' CPU
+// included) is the benchmark's, counted in the machine's CPU.
 func runFloorAPI(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime, o compareOptions) (*agentResult, error) {
 	res := &agentResult{name: agentFloorAPI, byN: map[int]*result{},
 		version: "no agent: floor-setup's pods started from a watch of the node's pods, with api-writes' requests"}

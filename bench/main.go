@@ -52,7 +52,7 @@ func main() {
 
 		compare  = flag.Bool("compare", false, "side by side: heartlet, the upstream kubelet and the CRI floor on the control plane of hack/kube.sh")
 		kubelet  = flag.String("kubelet", "/var/cache/heartlet/kube/v1.37.2/bin/kubelet", "upstream kubelet binary (-compare)")
-		agents   = flag.String("agents", "heartlet,kubelet,floor", "comma-separated agents to run, in order: heartlet, heartlet-base, kubelet, floor, floor-setup (the floor's pods set up as an agent sets them up: pod cgroup, token tmpfs, hosts and termination log mounts, service variables), floor-api (floor-setup's pods started from a watch of the API's pods, with api-writes' requests: a conforming agent with no CPU of its own), api (no agent: the control plane's CPU for the benchmark's own requests), api-writes (-compare)")
+		agents   = flag.String("agents", "heartlet,kubelet,floor", "comma-separated agents to run, in order: heartlet, heartlet-base, kubelet, floor, floor-setup (the floor's pods set up as an agent sets them up: pod cgroup, token tmpfs, hosts and termination log mounts, service variables), floor-api (floor-setup's pods started from a watch of the API's pods, with api-writes' requests: a conforming agent that does nothing but what it must), api (no agent: the control plane's CPU for the benchmark's own requests), api-writes (-compare)")
 		baseBin  = flag.String("heartlet-base", "", "a second heartlet binary, the agent heartlet-base, e.g. built before a change (-compare)")
 		ns       = flag.String("n", "30,100", "comma-separated pod counts (-compare)")
 		idleWP   = flag.Duration("idle-with-pods", 30*time.Second, "window for API requests and CPU with the pods running, 0 to skip (-compare)")

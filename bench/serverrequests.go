@@ -66,14 +66,5 @@ func parseServerRequests(r io.Reader) (serverRequests, error) {
 // since is the requests per pod made after before, by kind; nil when
 // either reading failed.
 func (s serverRequests) since(before serverRequests, n int) map[string]float64 {
-	if s == nil || before == nil {
-		return nil
-	}
-	out := map[string]float64{}
-	for k, v := range s {
-		if d := (v - before[k]) / float64(n); d > 0 {
-			out[k] = d
-		}
-	}
-	return out
+	return perPod(before, s, n)
 }

@@ -494,9 +494,6 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) error {
 		}
 		return nil
 	}
-	m.mu.Lock()
-	delete(m.removed, pod.UID)
-	m.mu.Unlock()
 	if err := m.ensure(ctx, p); err != nil {
 		return err
 	}
@@ -504,6 +501,7 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) error {
 	// upstream updates the QoS cgroups before it creates a pod's.
 	m.mu.Lock()
 	delete(m.ensured, pod.UID)
+	delete(m.removed, pod.UID)
 	m.limitKubepods(ctx)
 	err := m.trackBurstable(pod, pod.UID, true)
 	m.mu.Unlock()

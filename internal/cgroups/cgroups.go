@@ -481,6 +481,9 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) error {
 	res := m.PodResources(pod)
 	m.mu.Lock()
 	last, ok := m.ensured[pod.UID]
+	// Ensured again, it is no longer removed: its cgroups are searched
+	// for at its next removal, even if this call fails half-way.
+	delete(m.removed, pod.UID)
 	m.mu.Unlock()
 	// A pod synced again with the limits already written: only check the
 	// cgroup is still there, as upstream's pod cgroup manager does.
@@ -501,7 +504,6 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) error {
 	// upstream updates the QoS cgroups before it creates a pod's.
 	m.mu.Lock()
 	delete(m.ensured, pod.UID)
-	delete(m.removed, pod.UID)
 	m.limitKubepods(ctx)
 	err := m.trackBurstable(pod, pod.UID, true)
 	m.mu.Unlock()

@@ -459,6 +459,18 @@ func TestRemovePodAfterRemoval(t *testing.T) {
 	if exists(stray) {
 		t.Errorf("third RemovePod left %s", stray)
 	}
+
+	// Ensured again after a removal (the third call removed the stray):
+	// the next removal searches.
+	if err := m.EnsurePod(ctx, testPod("rm", burstable)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemovePod(ctx, "rm"); err != nil {
+		t.Fatal(err)
+	}
+	if dir := filepath.Join(root, "memory", "kubepods/burstable/podrm"); exists(dir) {
+		t.Errorf("RemovePod after the pod was ensured again left %s", dir)
+	}
 }
 
 func TestEnsurePodV2(t *testing.T) {

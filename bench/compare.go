@@ -780,28 +780,8 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions, setup 
 		}
 		for _, p := range pods {
 			go func() {
-				err := rs.StopContainer(ctx, p.container, floorStopTimeout)
-				for try := 1; err != nil && try < floorStopTries; try++ {
-					// containerd 1.6 under load may lose the shim's
-					// connection while it kills ("ttrpc: closed"); both
-					// agents retry a failed stop, so does the floor.
-					retried.Add(1)
-					err = rs.StopContainer(ctx, p.container, floorStopTimeout)
-				}
-				if err == nil {
-					step(0)
-					err = rs.StopPodSandbox(ctx, p.sandbox)
-				}
-				if err == nil {
-					step(1)
-					err = rs.RemovePodSandbox(ctx, p.sandbox)
-				}
-				if err == nil && ps != nil {
-					err = ps.teardown(p.uid)
-				}
-				if err == nil {
-					step(2)
-				}
+				k, err := floorStop(ctx, rs, p.sandbox, p.container, p.uid, ps, step)
+				retried.Add(int32(k))
 				errc <- err
 			}()
 		}
@@ -835,6 +815,36 @@ func runFloor(ctx context.Context, rs *runtime.Runtime, o compareOptions, setup 
 // floorStopTries is how many times the floor asks the runtime to stop a
 // container before it gives up.
 const floorStopTries = 3
+
+// floorStop stops and removes one pod of the floor: its container (a
+// failed stop retried up to floorStopTries times: containerd 1.6 under
+// load may lose the shim's connection while it kills, "ttrpc: closed";
+// both agents retry a failed stop, so does the floor), its sandbox, and
+// with ps its set-up. step is told of each step done: 0 the container
+// stopped, 1 the sandbox stopped, 2 everything removed. It returns the
+// stops retried.
+func floorStop(ctx context.Context, rs *runtime.Runtime, sandbox, container, uid string, ps *podSetup, step func(int)) (retried int, err error) {
+	err = rs.StopContainer(ctx, container, floorStopTimeout)
+	for try := 1; err != nil && try < floorStopTries; try++ {
+		retried++
+		err = rs.StopContainer(ctx, container, floorStopTimeout)
+	}
+	if err == nil {
+		step(0)
+		err = rs.StopPodSandbox(ctx, sandbox)
+	}
+	if err == nil {
+		step(1)
+		err = rs.RemovePodSandbox(ctx, sandbox)
+	}
+	if err == nil && ps != nil {
+		err = ps.teardown(uid)
+	}
+	if err == nil {
+		step(2)
+	}
+	return retried, err
+}
 
 // floorStart runs one pod's sandbox and container and starts it; with ps,
 // set up as an agent sets it up.

@@ -69,20 +69,7 @@ func (f *floorRuntime) stop(ctx context.Context, pod *v1.Pod) error {
 	if !ok {
 		return fmt.Errorf("pod %s was not started", pod.Name)
 	}
-	err := f.rs.StopContainer(ctx, ids[1], floorStopTimeout)
-	for try := 1; err != nil && try < floorStopTries; try++ {
-		err = f.rs.StopContainer(ctx, ids[1], floorStopTimeout) // as the floor: see runFloor
-	}
-	if err == nil {
-		err = f.rs.StopPodSandbox(ctx, ids[0])
-	}
-	if err == nil {
-		err = f.rs.RemovePodSandbox(ctx, ids[0])
-	}
-	if err == nil {
-		err = f.ps.teardown(string(pod.UID))
-	}
-	if err != nil {
+	if _, err := floorStop(ctx, f.rs, ids[0], ids[1], string(pod.UID), f.ps, func(int) {}); err != nil {
 		return fmt.Errorf("stop pod %s: %w", pod.Name, err)
 	}
 	return nil

@@ -226,15 +226,10 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 	now := m.opts.Clock.Now()
 	// The node's signals, and the usage of the pods a local storage limit
 	// applies to: not every pod's, which only ranking needs.
-	var limited map[types.UID]bool
+	limited := map[types.UID]bool{}
 	if m.opts.LocalStorageCapacityIsolation {
 		for _, p := range m.candidates() {
-			if HasLocalStorageLimit(p) {
-				if limited == nil {
-					limited = map[types.UID]bool{}
-				}
-				limited[p.UID] = true
-			}
+			limited[p.UID] = HasLocalStorageLimit(p)
 		}
 	}
 	summary, err := m.opts.Summary.SummaryOf(ctx, func(uid types.UID) bool { return limited[uid] })

@@ -25,35 +25,8 @@ import (
 // cgroup filesystem under a cgroup root of its own (/heartlet-test-<random>),
 // so the real /kubepods is never touched, and removes everything it made.
 func TestIntegrationRealCgroups(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: writing cgroups needs root")
-	}
 	ctx := context.Background()
-	suffix := make([]byte, 4)
-	if _, err := rand.Read(suffix); err != nil {
-		t.Fatal(err)
-	}
-	cgRoot := "/heartlet-test-" + hex.EncodeToString(suffix)
-	m, err := New(Options{Root: DefaultRoot, CgroupRoot: cgRoot, PodPidsLimit: 512})
-	if err != nil {
-		t.Skipf("skipping: no usable cgroup filesystem at %s: %v", DefaultRoot, err)
-	}
-	probeWritable(t, m, cgRoot)
-	hs, err := m.hierarchies()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, h := range hs {
-			dir := filepath.Join(h, cgRoot)
-			if err := removeTree(dir); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-			if exists(dir) {
-				t.Errorf("cleanup: %s still exists", dir)
-			}
-		}
-	})
+	m, cgRoot, hs, suffix := realManager(t, Options{PodPidsLimit: 512})
 	t.Logf("cgroup v%d, root %s, %d hierarchies", m.Version(), cgRoot, len(hs))
 
 	if err := m.EnsureQOS(ctx); err != nil {
@@ -68,8 +41,8 @@ func TestIntegrationRealCgroups(t *testing.T) {
 	}
 
 	limited := req(rl("cpu", "100m", "memory", "32Mi"), rl("cpu", "500m", "memory", "64Mi"))
-	burst := testPod("11111111-2222-3333-4444-"+hex.EncodeToString(suffix)+"0000", limited, limited)
-	guar := testPod("55555555-6666-7777-8888-"+hex.EncodeToString(suffix)+"0000", guaranteed)
+	burst := testPod("11111111-2222-3333-4444-"+suffix+"0000", limited, limited)
+	guar := testPod("55555555-6666-7777-8888-"+suffix+"0000", guaranteed)
 	for _, p := range []*v1.Pod{burst, guar} {
 		if err := m.EnsurePod(ctx, p); err != nil {
 			t.Fatalf("EnsurePod %s: %v", p.Name, err)
@@ -199,7 +172,46 @@ func removeEventually(t *testing.T, m *Manager, uid types.UID) {
 
 // probeWritable skips the test when the cgroup filesystem is read-only or
 // not writable by this process.
-func probeWritable(t *testing.T, m *Manager, cgRoot string) {
+// realManager is a manager of the machine's cgroup filesystem under a
+// cgroup root of its own (/heartlet-test-<random>), so the real /kubepods
+// is never touched; everything below that root is removed at the end. It
+// skips without root or a writable cgroup filesystem, and returns the
+// cgroup root, the hierarchies and the random part (8 hex digits).
+func realManager(tb testing.TB, opts Options) (m *Manager, cgRoot string, hs []string, suffix string) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("skipping: writing cgroups needs root")
+	}
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		tb.Fatal(err)
+	}
+	suffix = hex.EncodeToString(b)
+	cgRoot = "/heartlet-test-" + suffix
+	opts.Root, opts.CgroupRoot = DefaultRoot, cgRoot
+	m, err := New(opts)
+	if err != nil {
+		tb.Skipf("skipping: no usable cgroup filesystem at %s: %v", DefaultRoot, err)
+	}
+	probeWritable(tb, m, cgRoot)
+	if hs, err = m.hierarchies(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		for _, h := range hs {
+			dir := filepath.Join(h, cgRoot)
+			if err := removeTree(dir); err != nil {
+				tb.Errorf("cleanup: %v", err)
+			}
+			if exists(dir) {
+				tb.Errorf("cleanup: %s still exists", dir)
+			}
+		}
+	})
+	return m, cgRoot, hs, suffix
+}
+
+func probeWritable(t testing.TB, m *Manager, cgRoot string) {
 	t.Helper()
 	dir := filepath.Join(m.root, cgRoot)
 	if m.Version() == 1 {
@@ -221,36 +233,14 @@ func probeWritable(t *testing.T, m *Manager, cgRoot string) {
 // the pod's release and its clean-up call it), under a cgroup root of its
 // own. It prints the CPU it takes; it asserts nothing about time.
 func BenchmarkRealPodCgroup(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("skipping: writing cgroups needs root")
-	}
 	ctx := context.Background()
-	suffix := make([]byte, 4)
-	if _, err := rand.Read(suffix); err != nil {
-		b.Fatal(err)
-	}
-	cgRoot := "/heartlet-bench-" + hex.EncodeToString(suffix)
-	m, err := New(Options{Root: DefaultRoot, CgroupRoot: cgRoot})
-	if err != nil {
-		b.Skipf("skipping: no usable cgroup filesystem at %s: %v", DefaultRoot, err)
-	}
-	hs, err := m.hierarchies()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		for _, h := range hs {
-			if err := removeTree(filepath.Join(h, cgRoot)); err != nil {
-				b.Errorf("cleanup: %v", err)
-			}
-		}
-	})
+	m, _, _, suffix := realManager(b, Options{})
 	if err := m.EnsureQOS(ctx); err != nil {
 		b.Fatalf("EnsureQOS: %v", err)
 	}
 	b.ResetTimer()
 	for i := range b.N {
-		pod := testPod(fmt.Sprintf("%08x-0000-0000-0000-%s%04x", i, hex.EncodeToString(suffix), i%0x10000), bestEffort)
+		pod := testPod(fmt.Sprintf("%08x-0000-0000-0000-%s%04x", i, suffix, i%0x10000), bestEffort)
 		if err := m.EnsurePod(ctx, pod); err != nil {
 			b.Fatalf("EnsurePod: %v", err)
 		}

@@ -53,6 +53,7 @@ import (
 	"github.com/heartlet/heartlet/internal/podsync"
 	"github.com/heartlet/heartlet/internal/podworker"
 	"github.com/heartlet/heartlet/internal/probe"
+	"github.com/heartlet/heartlet/internal/procmem"
 	"github.com/heartlet/heartlet/internal/pvc"
 	"github.com/heartlet/heartlet/internal/resize"
 	"github.com/heartlet/heartlet/internal/runtime"
@@ -132,6 +133,7 @@ type components struct {
 	watchGetter *volume.WatchingGetter
 	resources   *podresources.Set
 	rotation    *logrotate.Manager
+	memory      *procmem.Releaser
 	desired     *podconfig.Config
 	fileSource  *file.Source
 	urlSource   *podhttp.Source
@@ -456,6 +458,10 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		},
 	})
 	c.rotation = newLogRotation(cfg, rt, a.clock)
+	c.memory = procmem.NewReleaser(procmem.Options{
+		Clock:   a.clock,
+		Started: func() bool { return c.desired.SeenAllSources(c.sources...) },
+	})
 	c.syncer = podsync.New(podsync.Options{
 		NodeIPs:       conn.nodeIPs,
 		PodLogsDir:    cfg.PodLogsDir,
@@ -639,6 +645,7 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { return c.pluginWatcher.Run(ctx) })
 	g.Go(func() error { return c.csiVolumes.RunStats(ctx) })
 	g.Go(func() error { return c.rotation.Run(ctx) })
+	g.Go(func() error { return c.memory.Run(ctx) })
 	if c.apiPods != nil {
 		g.Go(func() error { return c.node.Run(ctx) })
 		g.Go(func() error { return c.apiPods.Run(ctx) })

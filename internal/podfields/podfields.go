@@ -15,7 +15,9 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -103,24 +105,18 @@ func Fields() []Field {
 // does not honour yet, each once per place in the pod, in table order.
 func Check(pod *v1.Pod, feat Features) (refusals, warnings []Finding) {
 	root := reflect.ValueOf(pod).Elem()
-	for _, f := range table {
-		if f.Support == Honoured {
-			continue
-		}
-		for _, at := range lookup(root, f.Path) {
-			if at.v.IsZero() {
-				continue
+	for _, c := range checked() {
+		c.visit(root, c.steps, nil, func(v reflect.Value, at []located) {
+			if v.IsZero() || (c.f.Used != nil && !c.f.Used(v, feat)) {
+				return
 			}
-			if f.Used != nil && !f.Used(at.v, feat) {
-				continue
-			}
-			fd := Finding{Path: f.Path, At: at.path, Note: f.Note}
-			if f.Support == Refused {
+			fd := Finding{Path: c.f.Path, At: c.where(at), Note: c.f.Note}
+			if c.f.Support == Refused {
 				refusals = append(refusals, fd)
 			} else {
 				warnings = append(warnings, fd)
 			}
-		}
+		})
 	}
 	return refusals, warnings
 }
@@ -134,79 +130,143 @@ func Message(fs []Finding) string {
 	return strings.Join(parts, "; ")
 }
 
-// located is a value found at a path, and where.
+// located is the list element a value was found in, and its index.
 type located struct {
-	v    reflect.Value
-	path string
+	elem  reflect.Value
+	index int
 }
 
-// lookup returns the values at path in v (a struct), following pointers
-// (a nil pointer on the way yields nothing) and expanding lists.
-func lookup(v reflect.Value, path string) []located {
-	cur := []located{{v: v}}
-	for _, seg := range strings.Split(path, ".") {
-		list := strings.HasSuffix(seg, "[]")
-		name := strings.TrimSuffix(seg, "[]")
-		var next []located
-		for _, l := range cur {
-			sv := l.v
-			for sv.Kind() == reflect.Pointer {
-				if sv.IsNil() {
-					sv = reflect.Value{}
-					break
-				}
-				sv = sv.Elem()
-			}
-			if !sv.IsValid() || sv.Kind() != reflect.Struct {
-				continue
-			}
-			fv, ok := fieldByJSON(sv, name)
-			if !ok {
-				continue
-			}
-			p := name
-			if l.path != "" {
-				p = l.path + "." + name
-			}
-			if !list {
-				next = append(next, located{v: fv, path: p})
-				continue
-			}
-			for i := 0; i < fv.Len(); i++ {
-				next = append(next, located{v: fv.Index(i), path: p + "[" + elemName(fv.Index(i), i) + "]"})
-			}
+// step is one segment of a field's path, resolved in the Go types: the
+// field's index (through inline structs) in its struct.
+type step struct {
+	name  string
+	index []int
+	list  bool
+}
+
+// checkedField is a field of the table that is not honoured, with its
+// path resolved once, so that a pod's check does not read struct tags.
+type checkedField struct {
+	f     Field
+	steps []step
+}
+
+// checked is the table's fields that are not honoured, in table order,
+// each with its path resolved from v1.Pod; a path that names no field of
+// the API (TestEveryEntryExists keeps there being none) matches
+// nothing.
+var checked = sync.OnceValue(func() []checkedField {
+	var out []checkedField
+	for _, f := range table {
+		if f.Support == Honoured {
+			continue
 		}
-		cur = next
+		if steps, ok := resolveSteps(reflect.TypeFor[v1.Pod](), f.Path); ok {
+			out = append(out, checkedField{f: f, steps: steps})
+		}
 	}
-	return cur
+	return out
+})
+
+// resolveSteps resolves path from the struct type t; false when a
+// segment names no field, or a list segment is not a list.
+func resolveSteps(t reflect.Type, path string) ([]step, bool) {
+	var steps []step
+	for _, seg := range strings.Split(path, ".") {
+		name, list := strings.CutSuffix(seg, "[]")
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return nil, false
+		}
+		sf, ok := fieldByJSON(t, name)
+		if !ok {
+			return nil, false
+		}
+		t = sf.Type
+		if list {
+			if t.Kind() != reflect.Slice {
+				return nil, false
+			}
+			t = t.Elem()
+		}
+		steps = append(steps, step{name: name, index: sf.Index, list: list})
+	}
+	return steps, true
+}
+
+// visit calls fn with each value at the path steps in v (a struct),
+// following pointers (a nil pointer on the way yields nothing) and
+// expanding lists; at holds the list elements on the way.
+func (c checkedField) visit(v reflect.Value, steps []step, at []located, fn func(reflect.Value, []located)) {
+	if len(steps) == 0 {
+		fn(v, at)
+		return
+	}
+	for v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return
+	}
+	fv, err := v.FieldByIndexErr(steps[0].index)
+	if err != nil {
+		return
+	}
+	if !steps[0].list {
+		c.visit(fv, steps[1:], at, fn)
+		return
+	}
+	for i := 0; i < fv.Len(); i++ {
+		c.visit(fv.Index(i), steps[1:], append(at, located{elem: fv.Index(i), index: i}), fn)
+	}
+}
+
+// where is the path of a value found by visit through the list elements
+// at, each list named by its element's name, e.g.
+// "spec.containers[app].resizePolicy".
+func (c checkedField) where(at []located) string {
+	var b strings.Builder
+	for _, st := range c.steps {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(st.name)
+		if st.list {
+			b.WriteString("[" + elemName(at[0].elem, at[0].index) + "]")
+			at = at[1:]
+		}
+	}
+	return b.String()
 }
 
 // elemName is a list element's name field, else its index.
 func elemName(v reflect.Value, i int) string {
 	if v.Kind() == reflect.Struct {
-		if n, ok := fieldByJSON(v, "name"); ok && n.Kind() == reflect.String && n.String() != "" {
+		if n := v.FieldByName("Name"); n.IsValid() && n.Kind() == reflect.String && n.String() != "" {
 			return n.String()
 		}
 	}
-	return fmt.Sprint(i)
+	return strconv.Itoa(i)
 }
 
-// fieldByJSON finds a struct field by its JSON name, looking into
-// embedded (inline) structs.
-func fieldByJSON(v reflect.Value, name string) (reflect.Value, bool) {
-	t := v.Type()
+// fieldByJSON finds a struct type's field by its JSON name, looking into
+// embedded (inline) structs; the field's Index is its path from t.
+func fieldByJSON(t reflect.Type, name string) (reflect.StructField, bool) {
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
 		tag, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
 		if tag == "" && sf.Anonymous {
-			if fv, ok := fieldByJSON(v.Field(i), name); ok {
-				return fv, true
+			if inner, ok := fieldByJSON(sf.Type, name); ok {
+				inner.Index = append([]int{i}, inner.Index...)
+				return inner, true
 			}
 			continue
 		}
 		if tag == name {
-			return v.Field(i), true
+			return sf, true
 		}
 	}
-	return reflect.Value{}, false
+	return reflect.StructField{}, false
 }

@@ -1,0 +1,80 @@
+package procmem
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Released is what one release did.
+type Released struct {
+	// Mapped is the size of the binary's read-only mappings advised.
+	Mapped uintptr
+	// Before and After are the process's RssFile around the advice.
+	Before, After int64
+}
+
+// Release asks the kernel to reclaim the pages of the running binary the
+// process has mapped read-only, and to read them back one page at a time
+// when they are used again. Pages other processes map too are left (the
+// kernel skips them), as are pages on a kernel without MADV_PAGEOUT
+// (before 5.4): that is an error, and nothing is changed.
+func Release() (Released, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return Released{}, fmt.Errorf("find the binary: %w", err)
+	}
+	// A binary replaced on disk since it started is linked with this
+	// suffix; binaryMappings matches the mapping's path either way.
+	exe = strings.TrimSuffix(exe, " (deleted)")
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return Released{}, fmt.Errorf("read own mappings: %w", err)
+	}
+	ms, err := binaryMappings(bytes.NewReader(maps), exe)
+	if err != nil {
+		return Released{}, err
+	}
+	if len(ms) == 0 {
+		return Released{}, fmt.Errorf("no read-only mapping of %s in /proc/self/maps", exe)
+	}
+	var r Released
+	if r.Before, err = ownRSSFile(); err != nil {
+		return Released{}, err
+	}
+	for _, m := range ms {
+		if err := madvise(m, unix.MADV_RANDOM); err != nil {
+			return r, fmt.Errorf("madvise(MADV_RANDOM) %#x-%#x: %w", m.Start, m.End, err)
+		}
+		if err := madvise(m, unix.MADV_PAGEOUT); err != nil {
+			return r, fmt.Errorf("madvise(MADV_PAGEOUT) %#x-%#x: %w", m.Start, m.End, err)
+		}
+		r.Mapped += m.End - m.Start
+	}
+	if r.After, err = ownRSSFile(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// madvise gives advice on a mapping by address: the mapping is the
+// binary's, never Go memory, so no slice of it is made.
+func madvise(m Mapping, advice int) error {
+	_, _, errno := unix.Syscall(unix.SYS_MADVISE, m.Start, m.End-m.Start, uintptr(advice))
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func ownRSSFile() (int64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("read own status: %w", err)
+	}
+	defer f.Close()
+	return rssFile(f)
+}

@@ -1,0 +1,129 @@
+package procmem
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of the Releaser's options.
+const (
+	// DefaultInterval is how often the Releaser measures the agent's CPU.
+	DefaultInterval = 10 * time.Second
+	// DefaultIdleCPU is the share of one CPU under which an interval is
+	// idle: an agent with 100 pods running uses about 1 %, a burst of pod
+	// starts 10 % and more.
+	DefaultIdleCPU = 0.05
+	// DefaultMinGap is the least time between two releases: a page used
+	// again is read back from the page cache or the disk, once per
+	// release.
+	DefaultMinGap = time.Minute
+)
+
+// Options configure a Releaser.
+type Options struct {
+	Clock clock.WithTicker
+	// Started tells whether the agent's start is over (every pod source
+	// seen); nothing is released before.
+	Started func() bool
+	// Interval, IdleCPU and MinGap: see the defaults.
+	Interval time.Duration
+	IdleCPU  float64
+	MinGap   time.Duration
+	// CPU is the process's CPU time so far; Release releases. Both
+	// default to the real ones (getrusage and Release).
+	CPU     func() (time.Duration, error)
+	Release func() (Released, error)
+}
+
+// Releaser releases the binary's pages when the agent is idle after its
+// start and after each busy spell.
+type Releaser struct {
+	opts Options
+}
+
+// NewReleaser returns a Releaser; zero options take their defaults.
+func NewReleaser(o Options) *Releaser {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.IdleCPU <= 0 {
+		o.IdleCPU = DefaultIdleCPU
+	}
+	if o.MinGap <= 0 {
+		o.MinGap = DefaultMinGap
+	}
+	if o.CPU == nil {
+		o.CPU = ownCPU
+	}
+	if o.Release == nil {
+		o.Release = Release
+	}
+	if o.Started == nil {
+		o.Started = func() bool { return true }
+	}
+	return &Releaser{opts: o}
+}
+
+// Run measures the agent's CPU every interval and releases the binary's
+// pages at the end of an idle interval (less than IdleCPU of one CPU)
+// when the agent has started, something ran since the last release (the
+// start counts), and MinGap has passed since it. A release that fails
+// (an old kernel) is logged, and not tried again. It returns when ctx is
+// done.
+func (r *Releaser) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	t := r.opts.Clock.NewTicker(r.opts.Interval)
+	defer t.Stop()
+	prev, err := r.opts.CPU()
+	if err != nil {
+		logger.Info("Warning: cannot read heartlet's CPU time; its binary's pages stay resident", "err", err)
+		return nil
+	}
+	busy := true // the start
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+		cur, err := r.opts.CPU()
+		if err != nil {
+			logger.Info("Warning: cannot read heartlet's CPU time; its binary's pages stay resident", "err", err)
+			return nil
+		}
+		idle := float64(cur-prev) < r.opts.IdleCPU*float64(r.opts.Interval)
+		prev = cur
+		if !idle {
+			busy = true
+			continue
+		}
+		now := r.opts.Clock.Now()
+		if !busy || !r.opts.Started() || (!last.IsZero() && now.Sub(last) < r.opts.MinGap) {
+			continue
+		}
+		rel, err := r.opts.Release()
+		if err != nil {
+			logger.Info("Warning: cannot release heartlet's binary's pages; they stay resident", "err", err)
+			return nil
+		}
+		busy, last = false, now
+		logger.V(2).Info("Released the binary's resident pages", "mappedBytes", rel.Mapped, "rssFileBefore", rel.Before, "rssFileAfter", rel.After)
+	}
+}
+
+// ownCPU is the process's user and system CPU time.
+func ownCPU() (time.Duration, error) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}

@@ -106,6 +106,7 @@ type result struct {
 	gcStart, gcDelete                float64 // the agent's GC cycles in the burst
 	rssWithPodsMiB                   float64
 	memWithPods                      memory
+	memSettled                       memory    // at the end of the window with the pods running
 	trace                            stepTimes // heartlet only
 	traceMissing                     int
 	deleteTrace                      *steps // offsets from the delete call
@@ -400,7 +401,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 	ctrdPid := containerdPid(o.containerdPidFile)
 	for _, n := range o.counts {
 		waitQuiet(os.Stdout, fmt.Sprintf("%s pods=%d", name, n))
-		r := &result{n: n}
+		r := &result{n: n, memSettled: memory{anonMiB: -1, fileMiB: -1}}
 		co := clusterOptions{image: o.image, nodeName: o.nodeName, pods: n, namespace: o.namespace, startTimeout: 10 * time.Minute}
 		var prof *profiler
 		if (name == agentHeartlet || name == agentBase) && o.profileDir != "" {
@@ -446,6 +447,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 			if err != nil {
 				return res, err
 			}
+			r.memSettled = memorySnapshot(pid, name, "", "", "")
 		}
 		if name == agentHeartlet || name == agentBase {
 			r.trace, r.traceMissing = traceStarts(fmt.Sprintf("http://127.0.0.1:%d", roPort), o.namespace, times)
@@ -1103,7 +1105,7 @@ func tableRows(results []*agentResult, counts []int) []tableRow {
 		controlStartMs: -1, controlDeleteMs: -1, machineStartMs: -1, machineDeleteMs: -1, busyStart: -1, busyDelete: -1, stolenStart: -1, stolenDelete: -1,
 		allocStartKiB: -1, allocDeleteKiB: -1, gcStart: -1, gcDelete: -1,
 		apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1,
-		memWithPods: memory{anonMiB: -1, fileMiB: -1}}
+		memWithPods: memory{anonMiB: -1, fileMiB: -1}, memSettled: memory{anonMiB: -1, fileMiB: -1}}
 	for _, n := range counts {
 		get := func(r *agentResult) *result {
 			if x := r.byN[n]; x != nil {
@@ -1142,6 +1144,9 @@ func tableRows(results []*agentResult, counts []int) []tableRow {
 		row(p+"RSS with the pods", " MiB", func(r *agentResult) float64 { return na(r, get(r).rssWithPodsMiB) })
 		row(p+"RSS with the pods: anonymous", " MiB", func(r *agentResult) float64 { return na(r, get(r).memWithPods.anonMiB) })
 		row(p+"RSS with the pods: file-backed", " MiB", func(r *agentResult) float64 { return na(r, get(r).memWithPods.fileMiB) })
+		row(p+"RSS with the pods, after the window with them running", " MiB", func(r *agentResult) float64 { return na(r, get(r).memSettled.total()) })
+		row(p+"RSS with the pods, after the window: anonymous", " MiB", func(r *agentResult) float64 { return na(r, get(r).memSettled.anonMiB) })
+		row(p+"RSS with the pods, after the window: file-backed", " MiB", func(r *agentResult) float64 { return na(r, get(r).memSettled.fileMiB) })
 		row(p+"API requests per minute, pods running", "", func(r *agentResult) float64 { return na(r, get(r).apiPerMinWithPods) })
 		row(p+"agent CPU per minute, pods running", " ms", func(r *agentResult) float64 { return na(r, get(r).cpuPerMinPods) })
 	}
@@ -1282,6 +1287,14 @@ func parseCompare(agents, counts string) (compareOptions, error) {
 // (mostly the mapped binary's text and read-only data), in MiB; -1 when not
 // read.
 type memory struct{ anonMiB, fileMiB float64 }
+
+// total is the resident set, -1 when a part was not read.
+func (m memory) total() float64 {
+	if m.anonMiB < 0 || m.fileMiB < 0 {
+		return -1
+	}
+	return m.anonMiB + m.fileMiB
+}
 
 // memorySnapshot reads pid's RssAnon and RssFile (RssShmem counted as
 // anonymous). With a profile directory it also keeps, for the heartlet

@@ -367,3 +367,18 @@ func TestPrintRounds(t *testing.T) {
 		t.Errorf("row\n %q\nwant\n %q\nin\n%s", line, want, b.String())
 	}
 }
+
+func TestMemoryTotal(t *testing.T) {
+	for _, tc := range []struct {
+		m    memory
+		want float64
+	}{
+		{memory{anonMiB: 9.5, fileMiB: 10}, 19.5},
+		{memory{anonMiB: -1, fileMiB: 10}, -1},
+		{memory{anonMiB: 9.5, fileMiB: -1}, -1},
+	} {
+		if got := tc.m.total(); got != tc.want {
+			t.Errorf("%+v: total %v, want %v", tc.m, got, tc.want)
+		}
+	}
+}

@@ -123,7 +123,7 @@ func runFloorAPI(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runti
 	for _, n := range o.counts {
 		waitQuiet(os.Stdout, fmt.Sprintf("%s pods=%d", res.name, n))
 		r := &result{n: n, cpuStartMs: -1, cpuDeleteMs: -1, sysStartMs: -1, sysDeleteMs: -1,
-			allocStartKiB: -1, allocDeleteKiB: -1, gcStart: -1, gcDelete: -1, rssWithPodsMiB: -1, memWithPods: memory{anonMiB: -1, fileMiB: -1},
+			allocStartKiB: -1, allocDeleteKiB: -1, gcStart: -1, gcDelete: -1, rssWithPodsMiB: -1, memWithPods: memory{anonMiB: -1, fileMiB: -1}, memSettled: memory{anonMiB: -1, fileMiB: -1},
 			apiPerMinWithPods: -1, cpuPerMinPods: -1, apiCallsStart: -1, apiCallsDelete: -1, criCallsStart: -1, criCallsDelete: -1}
 		co := clusterOptions{image: o.image, nodeName: o.nodeName, pods: n, namespace: o.namespace, startTimeout: 10 * time.Minute}
 		s0 := takeServerRequests(ctx, cs)

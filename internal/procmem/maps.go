@@ -8,8 +8,8 @@
 // it. Measured on the benchmark's node: 28 MiB of the binary resident
 // idle, of which 4.4 MiB were referenced in a 10-second idle window.
 //
-// Once heartlet is idle after its start, and again when it is idle after
-// a busy spell (at most once a minute), the Releaser asks the kernel to
+// Once heartlet is idle after its start, and again when it has been idle
+// for five minutes after a busy spell, the Releaser asks the kernel to
 // reclaim the binary's pages heartlet has mapped (MADV_PAGEOUT) and to
 // read them back one page at a time (MADV_RANDOM), so that what comes
 // back is what heartlet uses. A page needed again is read back on use.

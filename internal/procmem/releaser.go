@@ -17,10 +17,12 @@ const (
 	// idle: an agent with 100 pods running uses about 1 %, a burst of pod
 	// starts 10 % and more.
 	DefaultIdleCPU = 0.05
-	// DefaultMinGap is the least time between two releases: a page used
-	// again is read back from the page cache or the disk, once per
-	// release.
-	DefaultMinGap = time.Minute
+	// DefaultQuiet is how long the agent must have been idle after a busy
+	// spell before the pages that spell used are released: every page used
+	// again is read back from the disk, a page at a time, so pages a node
+	// is likely to need soon (a deletion after a burst of starts) stay.
+	// The start's pages, never used again, are released at once.
+	DefaultQuiet = 5 * time.Minute
 )
 
 // Options configure a Releaser.
@@ -29,10 +31,10 @@ type Options struct {
 	// Started tells whether the agent's start is over (every pod source
 	// seen); nothing is released before.
 	Started func() bool
-	// Interval, IdleCPU and MinGap: see the defaults.
+	// Interval, IdleCPU and Quiet: see the defaults.
 	Interval time.Duration
 	IdleCPU  float64
-	MinGap   time.Duration
+	Quiet    time.Duration
 	// CPU is the process's CPU time so far; Release releases. Both
 	// default to the real ones (getrusage and Release).
 	CPU     func() (time.Duration, error)
@@ -56,8 +58,8 @@ func NewReleaser(o Options) *Releaser {
 	if o.IdleCPU <= 0 {
 		o.IdleCPU = DefaultIdleCPU
 	}
-	if o.MinGap <= 0 {
-		o.MinGap = DefaultMinGap
+	if o.Quiet <= 0 {
+		o.Quiet = DefaultQuiet
 	}
 	if o.CPU == nil {
 		o.CPU = ownCPU
@@ -72,11 +74,11 @@ func NewReleaser(o Options) *Releaser {
 }
 
 // Run measures the agent's CPU every interval and releases the binary's
-// pages at the end of an idle interval (less than IdleCPU of one CPU)
-// when the agent has started, something ran since the last release (the
-// start counts), and MinGap has passed since it. A release that fails
-// (an old kernel) is logged, and not tried again. It returns when ctx is
-// done.
+// pages at the end of the first idle interval (less than IdleCPU of one
+// CPU) once the agent has started, and after that at the end of a quiet
+// spell (idle intervals in a row) of Quiet that follows a busy interval.
+// A release that fails (an old kernel) is logged, and not tried again. It
+// returns when ctx is done.
 func (r *Releaser) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	t := r.opts.Clock.NewTicker(r.opts.Interval)
@@ -87,7 +89,8 @@ func (r *Releaser) Run(ctx context.Context) error {
 		return nil
 	}
 	busy := true // the start
-	var last time.Time
+	released := false
+	var quiet time.Duration
 	for {
 		select {
 		case <-ctx.Done():
@@ -102,11 +105,11 @@ func (r *Releaser) Run(ctx context.Context) error {
 		idle := float64(cur-prev) < r.opts.IdleCPU*float64(r.opts.Interval)
 		prev = cur
 		if !idle {
-			busy = true
+			busy, quiet = true, 0
 			continue
 		}
-		now := r.opts.Clock.Now()
-		if !busy || !r.opts.Started() || (!last.IsZero() && now.Sub(last) < r.opts.MinGap) {
+		quiet += r.opts.Interval
+		if !busy || !r.opts.Started() || (released && quiet < r.opts.Quiet) {
 			continue
 		}
 		rel, err := r.opts.Release()
@@ -114,7 +117,7 @@ func (r *Releaser) Run(ctx context.Context) error {
 			logger.Info("Warning: cannot release heartlet's binary's pages; they stay resident", "err", err)
 			return nil
 		}
-		busy, last = false, now
+		busy, released = false, true
 		logger.V(2).Info("Released the binary's resident pages", "mappedBytes", rel.Mapped, "rssFileBefore", rel.Before, "rssFileAfter", rel.After)
 	}
 }

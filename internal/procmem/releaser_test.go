@@ -99,13 +99,27 @@ func (d *driven) interval(used time.Duration, release bool) {
 
 // TestReleaserReleasesWhenIdleAfterWork: the binary's pages are released
 // at the end of the first idle interval after the start (once started),
-// not again while nothing runs, and after a busy spell no sooner than
-// MinGap after the last release.
+// not again while nothing runs, and after a busy spell only once the agent
+// has been idle for Quiet (5 minutes: 30 intervals) in a row.
 func TestReleaserReleasesWhenIdleAfterWork(t *testing.T) {
 	const idle, busy = 100 * time.Millisecond, time.Second // 1 % and 10 % of 10 s
 	type tick struct {
 		used             time.Duration
 		started, release bool
+	}
+	repeat := func(n int, tk tick) []tick {
+		out := make([]tick, n)
+		for i := range out {
+			out[i] = tk
+		}
+		return out
+	}
+	join := func(parts ...[]tick) []tick {
+		var out []tick
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
 	}
 	for _, tc := range []struct {
 		name  string
@@ -114,21 +128,26 @@ func TestReleaserReleasesWhenIdleAfterWork(t *testing.T) {
 		{name: "not before the start is over", ticks: []tick{
 			{idle, false, false}, {idle, false, false}, {idle, true, true}, {idle, true, false}, {idle, true, false},
 		}},
-		{name: "once while nothing runs", ticks: []tick{
-			{idle, true, true}, {idle, true, false}, {idle, true, false}, {idle, true, false}, {idle, true, false},
-			{idle, true, false}, {idle, true, false}, {idle, true, false}, {idle, true, false}, // 90 s
-		}},
+		{name: "once while nothing runs", ticks: join(
+			[]tick{{idle, true, true}},
+			repeat(40, tick{idle, true, false}), // 400 s
+		)},
 		{name: "not while the start is busy", ticks: []tick{
 			{busy, true, false}, {busy, true, false}, {idle, true, true},
 		}},
-		{name: "after a busy spell, a minute after the last release", ticks: []tick{
-			{idle, true, true},                                                                                      // at 10 s
-			{busy, true, false}, {idle, true, false}, {idle, true, false}, {idle, true, false}, {idle, true, false}, // 20..60 s
-			{idle, true, true},                                                                                                           // 70 s: a minute after the release
-			{idle, true, false}, {busy, true, false}, {busy, true, false}, {busy, true, false}, {busy, true, false}, {busy, true, false}, // 80..140 s
-			{idle, true, true}, // 150 s
-			{idle, true, false},
-		}},
+		{name: "after a busy spell, once five minutes were quiet", ticks: join(
+			[]tick{{idle, true, true}, {busy, true, false}},
+			repeat(29, tick{idle, true, false}), // 290 s quiet
+			[]tick{{idle, true, true}},          // 300 s
+			repeat(5, tick{idle, true, false}),
+		)},
+		{name: "a busy interval starts the quiet again", ticks: join(
+			[]tick{{idle, true, true}, {busy, true, false}},
+			repeat(20, tick{idle, true, false}),
+			[]tick{{busy, true, false}},
+			repeat(29, tick{idle, true, false}),
+			[]tick{{idle, true, true}},
+		)},
 		{name: "just under the idle share is idle", ticks: []tick{
 			{DefaultInterval/20 - time.Millisecond, true, true},
 		}},

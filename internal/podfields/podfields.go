@@ -106,7 +106,7 @@ func Fields() []Field {
 func Check(pod *v1.Pod, feat Features) (refusals, warnings []Finding) {
 	root := reflect.ValueOf(pod).Elem()
 	for _, c := range checked() {
-		c.visit(root, c.steps, nil, func(v reflect.Value, at []located) {
+		visit(root, c.steps, nil, func(v reflect.Value, at []located) {
 			if v.IsZero() || (c.f.Used != nil && !c.f.Used(v, feat)) {
 				return
 			}
@@ -199,7 +199,7 @@ func resolveSteps(t reflect.Type, path string) ([]step, bool) {
 // visit calls fn with each value at the path steps in v (a struct),
 // following pointers (a nil pointer on the way yields nothing) and
 // expanding lists; at holds the list elements on the way.
-func (c checkedField) visit(v reflect.Value, steps []step, at []located, fn func(reflect.Value, []located)) {
+func visit(v reflect.Value, steps []step, at []located, fn func(reflect.Value, []located)) {
 	if len(steps) == 0 {
 		fn(v, at)
 		return
@@ -215,11 +215,11 @@ func (c checkedField) visit(v reflect.Value, steps []step, at []located, fn func
 		return
 	}
 	if !steps[0].list {
-		c.visit(fv, steps[1:], at, fn)
+		visit(fv, steps[1:], at, fn)
 		return
 	}
 	for i := 0; i < fv.Len(); i++ {
-		c.visit(fv.Index(i), steps[1:], append(at, located{elem: fv.Index(i), index: i}), fn)
+		visit(fv.Index(i), steps[1:], append(at, located{elem: fv.Index(i), index: i}), fn)
 	}
 }
 

@@ -46,11 +46,12 @@ func Release() (Released, error) {
 		return Released{}, err
 	}
 	for _, m := range ms {
-		if err := madvise(m, unix.MADV_RANDOM); err != nil {
-			return r, fmt.Errorf("madvise(MADV_RANDOM) %#x-%#x: %w", m.Start, m.End, err)
-		}
+		// The reclaim first: a kernel that refuses it has changed nothing.
 		if err := madvise(m, unix.MADV_PAGEOUT); err != nil {
 			return r, fmt.Errorf("madvise(MADV_PAGEOUT) %#x-%#x: %w", m.Start, m.End, err)
+		}
+		if err := madvise(m, unix.MADV_RANDOM); err != nil {
+			return r, fmt.Errorf("madvise(MADV_RANDOM) %#x-%#x: %w", m.Start, m.End, err)
 		}
 		r.Mapped += m.End - m.Start
 	}

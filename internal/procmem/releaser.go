@@ -42,7 +42,7 @@ type Options struct {
 }
 
 // Releaser releases the binary's pages when the agent is idle after its
-// start and after each busy spell.
+// start, and after five quiet minutes following each busy spell.
 type Releaser struct {
 	opts Options
 }

@@ -276,9 +276,11 @@ func (r *Rotating) Run(ctx context.Context, onRotate func()) error {
 	}()
 	// The manager's work ends before Run returns.
 	defer func() { stop(); <-stopped }()
+	// The time a valid certificate was last seen starts before the ticker
+	// does: a tick can never be measured against a later start.
+	lastValid := r.clock.Now()
 	t := r.clock.NewTicker(r.interval)
 	defer t.Stop()
-	lastValid := r.clock.Now()
 	for {
 		select {
 		case <-ctx.Done():

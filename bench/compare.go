@@ -447,7 +447,7 @@ func runAgent(ctx context.Context, cs kubernetes.Interface, rs *runtime.Runtime,
 			if err != nil {
 				return res, err
 			}
-			r.memSettled = memorySnapshot(pid, name, "", "", "")
+			r.memSettled = memorySnapshot(pid, name, o.profileDir, debugBase, filepath.Join(o.profileDir, fmt.Sprintf("%s-%d-settled", name, n)))
 		}
 		if name == agentHeartlet || name == agentBase {
 			r.trace, r.traceMissing = traceStarts(fmt.Sprintf("http://127.0.0.1:%d", roPort), o.namespace, times)
@@ -1299,7 +1299,8 @@ func (m memory) total() float64 {
 // memorySnapshot reads pid's RssAnon and RssFile (RssShmem counted as
 // anonymous). With a profile directory it also keeps, for the heartlet
 // agents, /proc/<pid>/smaps and the heap profile in text form (its tail is
-// the Go runtime's MemStats) as prefix-smaps.txt and prefix-heap.txt.
+// the Go runtime's MemStats) and as a profile, as prefix-smaps.txt,
+// prefix-heap.txt and prefix-heap.pprof, after reading the resident set.
 func memorySnapshot(pid int, agent, profileDir, debugBase, prefix string) memory {
 	m := memory{anonMiB: -1, fileMiB: -1}
 	if kib, err := statusKiB(pid, "RssAnon:", "RssShmem:"); err == nil {

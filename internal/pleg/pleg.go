@@ -258,12 +258,14 @@ func (p *PLEG) Pods() []*runtime.PodStatus {
 // is the latest relist: false before the first relist succeeded, when
 // nothing is known yet of what runs, and while the runtime fails, when
 // what is known may be stale. Decisions that remove what might still run
-// wait for true.
+// wait for true. The statuses are the relist's own, not copies (a
+// housekeeping pass every 2 s would copy every pod's): the caller must not
+// modify them. A relist replaces them and never changes them, so they can
+// be read without a lock.
 func (p *PLEG) Relisted() ([]*runtime.PodStatus, bool) {
 	p.mu.Lock()
-	ok := !p.lastSuccess.IsZero() && p.lastErr == nil
-	p.mu.Unlock()
-	return p.Pods(), ok
+	defer p.mu.Unlock()
+	return p.pods, !p.lastSuccess.IsZero() && p.lastErr == nil
 }
 
 // relist lists the pods once, updates the metrics and emits the events.

@@ -141,10 +141,10 @@ func (f *fakeStatuses) SetPodStatus(pod *v1.Pod, st v1.PodStatus) {
 	f.pods[pod.UID] = pod
 }
 
-func (f *fakeStatuses) Pods() []*v1.Pod {
-	var out []*v1.Pod
-	for _, p := range f.pods {
-		out = append(out, p)
+func (f *fakeStatuses) UIDs() []types.UID {
+	var out []types.UID
+	for uid := range f.pods {
+		out = append(out, uid)
 	}
 	return out
 }

@@ -102,11 +102,11 @@ func (h *Housekeeper) Once(ctx context.Context) {
 	for _, p := range h.opts.Desired.Pods() {
 		want[p.UID] = true
 	}
-	for _, p := range h.opts.Statuses.Pods() {
-		if !want[p.UID] && !h.opts.Workers.Known(p.UID) {
-			h.opts.Statuses.RemovePod(p.UID)
+	for _, uid := range h.opts.Statuses.UIDs() {
+		if !want[uid] && !h.opts.Workers.Known(uid) {
+			h.opts.Statuses.RemovePod(uid)
 			if h.opts.Admitter != nil {
-				h.opts.Admitter.Forget(p.UID)
+				h.opts.Admitter.Forget(uid)
 			}
 		}
 	}

@@ -56,8 +56,8 @@ type Desired interface {
 // status; RemovePod of an unknown UID is a no-op.
 type Statuses interface {
 	SetPodStatus(pod *v1.Pod, st v1.PodStatus)
-	// Pods returns every pod with a status.
-	Pods() []*v1.Pod
+	// UIDs returns the UID of every pod with a status.
+	UIDs() []types.UID
 	RemovePod(uid types.UID)
 }
 
@@ -101,6 +101,7 @@ type Journal interface {
 // Contract: Relisted's bool is false before the first successful relist and
 // while the latest relist failed: then the pods are not (or no longer)
 // known to be all that runs, and nothing may be removed on their account.
+// The statuses are shared: the caller reads them and never modifies them.
 type RuntimePods interface {
 	Relisted() ([]*runtime.PodStatus, bool)
 }

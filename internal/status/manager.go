@@ -186,6 +186,18 @@ func (m *Manager) Pods() []*v1.Pod {
 	return out
 }
 
+// UIDs returns the UID of every known pod, in no particular order: what
+// Pods gives without copying any pod or status.
+func (m *Manager) UIDs() []types.UID {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]types.UID, 0, len(m.pods))
+	for uid := range m.pods {
+		out = append(out, uid)
+	}
+	return out
+}
+
 // comparePods orders pods by namespace, name and UID.
 func comparePods(aNamespace, aName string, aUID types.UID, bNamespace, bName string, bUID types.UID) int {
 	return cmp.Or(cmp.Compare(aNamespace, bNamespace), cmp.Compare(aName, bName), cmp.Compare(aUID, bUID))

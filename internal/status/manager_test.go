@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -270,6 +271,22 @@ func TestManagerPodsSortedDeepCopies(t *testing.T) {
 	}
 }
 
+func TestManagerUIDs(t *testing.T) {
+	m, _ := newTestManager()
+	if got := m.UIDs(); len(got) != 0 {
+		t.Fatalf("UIDs of an empty manager = %v", got)
+	}
+	for _, p := range []*v1.Pod{namedPod("a", "x", "u1"), namedPod("b", "y", "u2"), namedPod("a", "z", "u3")} {
+		m.SetPodStatus(p, runningStatus(t0))
+	}
+	m.RemovePod("u2")
+	got := m.UIDs()
+	slices.Sort(got)
+	if want := []types.UID{"u1", "u3"}; !slices.Equal(got, want) {
+		t.Errorf("UIDs = %v, want %v", got, want)
+	}
+}
+
 func TestManagerStoresCopies(t *testing.T) {
 	m, _ := newTestManager()
 	pod := testPod()
@@ -312,8 +329,8 @@ func TestManagerRemovePod(t *testing.T) {
 	if _, ok := m.GetPodStatus(pod.UID); ok {
 		t.Fatal("status still present after RemovePod")
 	}
-	if len(m.Pods()) != 0 {
-		t.Fatal("Pods still lists the removed pod")
+	if len(m.Pods()) != 0 || len(m.UIDs()) != 0 {
+		t.Fatal("Pods or UIDs still list the removed pod")
 	}
 	select {
 	case <-changed:

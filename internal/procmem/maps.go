@@ -10,9 +10,14 @@
 //
 // Once heartlet is idle after its start, and again when it has been idle
 // for five minutes after a busy spell, the Releaser asks the kernel to
-// reclaim the binary's pages heartlet has mapped (MADV_PAGEOUT) and to
-// read them back one page at a time (MADV_RANDOM), so that what comes
-// back is what heartlet uses. A page needed again is read back on use.
+// reclaim the binary's pages heartlet has mapped (MADV_PAGEOUT), to drop
+// those of its pages in the page cache that nobody maps
+// (POSIX_FADV_DONTNEED), and to read them back one page at a time
+// (MADV_RANDOM), so that what comes back is what heartlet uses. A page
+// needed again is read back from the disk on use. At the first idle
+// interval after each busy spell it only unmaps them (MADV_DONTNEED): they
+// stay in the page cache, and what is used again is mapped again without
+// reading the disk.
 package procmem
 
 import (

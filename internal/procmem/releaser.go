@@ -18,10 +18,11 @@ const (
 	// starts 10 % and more.
 	DefaultIdleCPU = 0.05
 	// DefaultQuiet is how long the agent must have been idle after a busy
-	// spell before the pages that spell used are released: every page used
-	// again is read back from the disk, a page at a time, so pages a node
-	// is likely to need soon (a deletion after a burst of starts) stay.
-	// The start's pages, never used again, are released at once.
+	// spell before the pages that spell used are released from the page
+	// cache too: every page used again is then read back from the disk, a
+	// page at a time, so pages a node is likely to need soon (a deletion
+	// after a burst of starts) stay cached until then. The start's pages,
+	// never used again, are released at once.
 	DefaultQuiet = 5 * time.Minute
 )
 
@@ -35,14 +36,17 @@ type Options struct {
 	Interval time.Duration
 	IdleCPU  float64
 	Quiet    time.Duration
-	// CPU is the process's CPU time so far; Release releases. Both
-	// default to the real ones (getrusage and Release).
+	// CPU is the process's CPU time so far; Release releases and Drop
+	// drops. They default to the real ones (getrusage, Release and Drop).
 	CPU     func() (time.Duration, error)
 	Release func() (Released, error)
+	Drop    func() (Released, error)
 }
 
-// Releaser releases the binary's pages when the agent is idle after its
-// start, and after five quiet minutes following each busy spell.
+// Releaser gives back the binary's pages: it releases them when the agent
+// is idle after its start; after each busy spell it drops them at the
+// first idle interval (they stay cached: what is used again comes back
+// cheaply) and releases them after five quiet minutes.
 type Releaser struct {
 	opts Options
 }
@@ -67,18 +71,21 @@ func NewReleaser(o Options) *Releaser {
 	if o.Release == nil {
 		o.Release = Release
 	}
+	if o.Drop == nil {
+		o.Drop = Drop
+	}
 	if o.Started == nil {
 		o.Started = func() bool { return true }
 	}
 	return &Releaser{opts: o}
 }
 
-// Run measures the agent's CPU every interval and releases the binary's
-// pages at the end of the first idle interval (less than IdleCPU of one
-// CPU) once the agent has started, and after that at the end of a quiet
-// spell (idle intervals in a row) of Quiet that follows a busy interval.
-// A release that fails (an old kernel) is logged, and not tried again. It
-// returns when ctx is done.
+// Run measures the agent's CPU every interval. Once the agent has started,
+// the first idle interval (less than IdleCPU of one CPU) releases the
+// binary's pages (the start's); after that, the first idle interval after
+// a busy spell drops them, and a quiet spell (idle intervals in a row) of
+// Quiet after it releases them. An advice that fails (an old kernel) is
+// logged, and no advice is tried again. It returns when ctx is done.
 func (r *Releaser) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	t := r.opts.Clock.NewTicker(r.opts.Interval)
@@ -88,8 +95,9 @@ func (r *Releaser) Run(ctx context.Context) error {
 		logger.Info("Warning: cannot read heartlet's CPU time; its binary's pages stay resident", "err", err)
 		return nil
 	}
-	busy := true // the start
-	released := false
+	// busy: an interval was busy since the last advice (the start counts);
+	// cached: pages were dropped, and not released since.
+	busy, startReleased, cached := true, false, false
 	var quiet time.Duration
 	for {
 		select {
@@ -109,16 +117,27 @@ func (r *Releaser) Run(ctx context.Context) error {
 			continue
 		}
 		quiet += r.opts.Interval
-		if !busy || !r.opts.Started() || (released && quiet < r.opts.Quiet) {
+		if !r.opts.Started() {
 			continue
 		}
-		rel, err := r.opts.Release()
+		var advice string
+		var advise func() (Released, error)
+		switch {
+		case !startReleased || (cached && quiet >= r.opts.Quiet):
+			advice, advise = "Released", r.opts.Release
+		case busy:
+			advice, advise = "Dropped", r.opts.Drop
+		default:
+			continue
+		}
+		rel, err := advise()
 		if err != nil {
-			logger.Info("Warning: cannot release heartlet's binary's pages; they stay resident", "err", err)
+			logger.Info("Warning: cannot give back heartlet's binary's pages; they stay resident", "advice", advice, "err", err)
 			return nil
 		}
-		busy, released = false, true
-		logger.V(2).Info("Released the binary's resident pages", "mappedBytes", rel.Mapped, "rssFileBefore", rel.Before, "rssFileAfter", rel.After)
+		cached = advice == "Dropped"
+		busy, startReleased = false, true
+		logger.V(2).Info(advice+" the binary's resident pages", "mappedBytes", rel.Mapped, "rssFileBefore", rel.Before, "rssFileAfter", rel.After)
 	}
 }
 

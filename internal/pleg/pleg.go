@@ -390,6 +390,10 @@ func diff(prev, next map[types.UID]*record) []Event {
 		if r := next[uid]; r != nil {
 			newSB, newC = r.sandboxes, r.containers
 		}
+		if maps.Equal(oldSB, newSB) && maps.Equal(oldC, newC) {
+			// Nothing changed, as for nearly every pod at every relist.
+			continue
+		}
 		for _, id := range slices.Sorted(maps.Keys(union(oldSB, newSB))) {
 			o, oldOK := oldSB[id]
 			n, newOK := newSB[id]

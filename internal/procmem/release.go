@@ -38,10 +38,9 @@ func Release() (Released, error) {
 	defer f.Close()
 	// A binary installed just before it started may still have dirty
 	// pages in the page cache, which neither advice drops: written back
-	// first, they are clean.
-	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		return Released{}, fmt.Errorf("write back the binary %s: %w", exe, err)
-	}
+	// first, they are clean. Best effort: a file system without fsync
+	// (e.g. squashfs, read-only) has no dirty pages to write.
+	_ = unix.Fdatasync(int(f.Fd()))
 	var r Released
 	if r.Before, err = ownRSSFile(); err != nil {
 		return Released{}, err

@@ -242,18 +242,6 @@ func (p *PLEG) RuntimeHealthy() error {
 	return nil
 }
 
-// Pods returns a copy of what the last successful relist found; container
-// events do not change it.
-func (p *PLEG) Pods() []*runtime.PodStatus {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]*runtime.PodStatus, len(p.pods))
-	for i, s := range p.pods {
-		out[i] = clonePodStatus(s)
-	}
-	return out
-}
-
 // Relisted returns what the last successful relist found, and whether it
 // is the latest relist: false before the first relist succeeded, when
 // nothing is known yet of what runs, and while the runtime fails, when
@@ -444,24 +432,4 @@ func union[K comparable, V any](a, b map[K]V) map[K]struct{} {
 		out[k] = struct{}{}
 	}
 	return out
-}
-
-func clonePodStatus(s *runtime.PodStatus) *runtime.PodStatus {
-	out := *s
-	out.Sandboxes = make([]*runtime.SandboxStatus, len(s.Sandboxes))
-	for i, sb := range s.Sandboxes {
-		c := *sb
-		c.IPs = slices.Clone(sb.IPs)
-		c.Labels = maps.Clone(sb.Labels)
-		c.Annotations = maps.Clone(sb.Annotations)
-		out.Sandboxes[i] = &c
-	}
-	out.Containers = make([]*runtime.ContainerStatus, len(s.Containers))
-	for i, cs := range s.Containers {
-		c := *cs
-		c.Labels = maps.Clone(cs.Labels)
-		c.Annotations = maps.Clone(cs.Annotations)
-		out.Containers[i] = &c
-	}
-	return &out
 }

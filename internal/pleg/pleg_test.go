@@ -251,8 +251,8 @@ func TestFailedRelistKeepsState(t *testing.T) {
 	if got := drain(p); len(got) != 0 {
 		t.Errorf("failed relist emitted %v", got)
 	}
-	if got := p.Pods(); len(got) != 1 || got[0].UID != "a" {
-		t.Errorf("Pods() after a failed relist = %v, want the previous result", got)
+	if got, _ := p.Relisted(); len(got) != 1 || got[0].UID != "a" {
+		t.Errorf("Relisted() after a failed relist = %v, want the previous result", got)
 	}
 
 	// The next successful relist compares with the last successful one.
@@ -315,33 +315,6 @@ func TestFullChannelCoalescesPerPod(t *testing.T) {
 	}
 	if len(got)+len(late) != eventBuffer+2 {
 		t.Errorf("%d events in all, want %d", len(got)+len(late), eventBuffer+2)
-	}
-}
-
-func TestPodsReturnsCopy(t *testing.T) {
-	p, l, _ := newTestPLEG(t)
-	s := pod("a", sb("s1=ready"), "c1=running")
-	s.Sandboxes[0].IPs = []string{"10.0.0.1"}
-	s.Sandboxes[0].Labels = map[string]string{"k": "v"}
-	s.Containers[0].Annotations = map[string]string{"k": "v"}
-	l.set([]*runtime.PodStatus{s}, nil)
-	p.relist(context.Background())
-
-	got := p.Pods()
-	if len(got) != 1 || got[0].UID != "a" || got[0].Containers[0].State != runtime.ContainerRunning ||
-		got[0].Sandboxes[0].IPs[0] != "10.0.0.1" {
-		t.Fatalf("Pods() = %+v, want pod a with its sandbox and running container", got)
-	}
-	got[0].UID = "changed"
-	got[0].Containers[0].State = runtime.ContainerExited
-	got[0].Sandboxes[0].IPs[0] = "changed"
-	got[0].Sandboxes[0].Labels["k"] = "changed"
-	got[0].Containers[0].Annotations["k"] = "changed"
-	again := p.Pods()
-	if again[0].UID != "a" || again[0].Containers[0].State != runtime.ContainerRunning ||
-		again[0].Sandboxes[0].IPs[0] != "10.0.0.1" || again[0].Sandboxes[0].Labels["k"] != "v" ||
-		again[0].Containers[0].Annotations["k"] != "v" {
-		t.Errorf("changing the result of Pods() changed the PLEG's copy: %+v", again[0])
 	}
 }
 

@@ -41,28 +41,24 @@ func Release() (Released, error) {
 	// first, they are clean. Best effort: a file system without fsync
 	// (e.g. squashfs, read-only) has no dirty pages to write.
 	_ = unix.Fdatasync(int(f.Fd()))
-	var r Released
-	if r.Before, err = ownRSSFile(); err != nil {
-		return Released{}, err
-	}
-	for _, m := range ms {
-		// The reclaim first: a kernel that refuses it has changed nothing.
-		if err := madvise(m, unix.MADV_PAGEOUT); err != nil {
-			return r, fmt.Errorf("madvise(MADV_PAGEOUT) %#x-%#x: %w", m.Start, m.End, err)
+	return measured(func() (uintptr, error) {
+		var mapped uintptr
+		for _, m := range ms {
+			// The reclaim first: a kernel that refuses it has changed nothing.
+			if err := madvise(m, unix.MADV_PAGEOUT); err != nil {
+				return mapped, fmt.Errorf("madvise(MADV_PAGEOUT) %#x-%#x: %w", m.Start, m.End, err)
+			}
+			if err := madvise(m, unix.MADV_RANDOM); err != nil {
+				return mapped, fmt.Errorf("madvise(MADV_RANDOM) %#x-%#x: %w", m.Start, m.End, err)
+			}
+			mapped += m.End - m.Start
 		}
-		if err := madvise(m, unix.MADV_RANDOM); err != nil {
-			return r, fmt.Errorf("madvise(MADV_RANDOM) %#x-%#x: %w", m.Start, m.End, err)
+		// The binary's pages no process maps, such as those Drop unmapped.
+		if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+			return mapped, fmt.Errorf("fadvise(POSIX_FADV_DONTNEED) %s: %w", exe, err)
 		}
-		r.Mapped += m.End - m.Start
-	}
-	// The binary's pages no process maps, such as those Drop unmapped.
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		return r, fmt.Errorf("fadvise(POSIX_FADV_DONTNEED) %s: %w", exe, err)
-	}
-	if r.After, err = ownRSSFile(); err != nil {
-		return r, err
-	}
-	return r, nil
+		return mapped, nil
+	})
 }
 
 // Drop unmaps the pages of the running binary the process has mapped
@@ -75,15 +71,28 @@ func Drop() (Released, error) {
 	if err != nil {
 		return Released{}, err
 	}
+	return measured(func() (uintptr, error) {
+		var mapped uintptr
+		for _, m := range ms {
+			if err := madvise(m, unix.MADV_DONTNEED); err != nil {
+				return mapped, fmt.Errorf("madvise(MADV_DONTNEED) %#x-%#x: %w", m.Start, m.End, err)
+			}
+			mapped += m.End - m.Start
+		}
+		return mapped, nil
+	})
+}
+
+// measured runs advise, which returns the size of the mappings it advised,
+// between two readings of the process's RssFile.
+func measured(advise func() (uintptr, error)) (Released, error) {
 	var r Released
+	var err error
 	if r.Before, err = ownRSSFile(); err != nil {
 		return Released{}, err
 	}
-	for _, m := range ms {
-		if err := madvise(m, unix.MADV_DONTNEED); err != nil {
-			return r, fmt.Errorf("madvise(MADV_DONTNEED) %#x-%#x: %w", m.Start, m.End, err)
-		}
-		r.Mapped += m.End - m.Start
+	if r.Mapped, err = advise(); err != nil {
+		return r, err
 	}
 	if r.After, err = ownRSSFile(); err != nil {
 		return r, err

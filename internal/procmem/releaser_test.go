@@ -3,7 +3,6 @@ package procmem
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,12 +16,22 @@ import (
 type driven struct {
 	t       *testing.T
 	clk     *testingclock.FakeClock
-	cpu     chan time.Duration
+	cpu     chan reading
 	advised chan string
 	stop    chan struct{}
-	started atomic.Bool
+	// started goes with each reading the test hands over; seen, used by
+	// the Releaser's goroutine only, is what Started then reports: the
+	// value of the interval it handles, whatever the test sets for the next.
+	started bool
+	seen    bool
 	done    chan error
 	total   time.Duration
+}
+
+// reading is one CPU reading and whether the start is over by then.
+type reading struct {
+	cpu     time.Duration
+	started bool
 }
 
 // wait bounds a wait for the Releaser's goroutine; it is not a timing
@@ -34,18 +43,19 @@ func startDriven(t *testing.T, releaseErr, dropErr error) *driven {
 	d := &driven{
 		t:       t,
 		clk:     testingclock.NewFakeClock(time.Unix(1_000_000, 0)),
-		cpu:     make(chan time.Duration),
+		cpu:     make(chan reading),
 		advised: make(chan string),
 		stop:    make(chan struct{}),
 		done:    make(chan error, 1),
 	}
 	r := NewReleaser(Options{
 		Clock:   d.clk,
-		Started: d.started.Load,
+		Started: func() bool { return d.seen },
 		CPU: func() (time.Duration, error) {
 			select {
-			case c := <-d.cpu:
-				return c, nil
+			case r := <-d.cpu:
+				d.seen = r.started
+				return r.cpu, nil
 			case <-d.stop:
 				return 0, errors.New("test over")
 			}
@@ -76,7 +86,7 @@ func (d *driven) advise(kind string, err error) (Released, error) {
 func (d *driven) send() {
 	d.t.Helper()
 	select {
-	case d.cpu <- d.total:
+	case d.cpu <- reading{d.total, d.started}:
 	case a := <-d.advised:
 		d.t.Fatalf("advice %q at an interval that should have none", a)
 	case <-time.After(wait):
@@ -171,7 +181,7 @@ func TestReleaserReleasesWhenIdleAfterWork(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := startDriven(t, nil, nil)
 			for _, tk := range tc.ticks {
-				d.started.Store(tk.started)
+				d.started = tk.started
 				d.interval(tk.used, tk.want)
 			}
 			// One more idle interval read proves the last one advised
@@ -197,7 +207,7 @@ func TestReleaserStopsAfterAFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := startDriven(t, tc.releaseErr, tc.dErr)
-			d.started.Store(true)
+			d.started = true
 			for i, used := range tc.before {
 				want := ""
 				if i == 0 {

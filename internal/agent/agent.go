@@ -134,6 +134,7 @@ type components struct {
 	resources   *podresources.Set
 	rotation    *logrotate.Manager
 	memory      *procmem.Releaser
+	headroom    *procmem.Headroom
 	desired     *podconfig.Config
 	fileSource  *file.Source
 	urlSource   *podhttp.Source
@@ -462,6 +463,7 @@ func (a *Agent) buildWorkers(ctx context.Context, c *components, conn *connectio
 		Clock:   a.clock,
 		Started: func() bool { return c.desired.SeenAllSources(c.sources...) },
 	})
+	c.headroom = procmem.NewHeadroom(procmem.HeadroomOptions{Clock: a.clock})
 	c.syncer = podsync.New(podsync.Options{
 		NodeIPs:       conn.nodeIPs,
 		PodLogsDir:    cfg.PodLogsDir,
@@ -646,6 +648,7 @@ func (c *components) run(ctx context.Context) error {
 	g.Go(func() error { return c.csiVolumes.RunStats(ctx) })
 	g.Go(func() error { return c.rotation.Run(ctx) })
 	g.Go(func() error { return c.memory.Run(ctx) })
+	g.Go(func() error { return c.headroom.Run(ctx) })
 	if c.apiPods != nil {
 		g.Go(func() error { return c.node.Run(ctx) })
 		g.Go(func() error { return c.apiPods.Run(ctx) })

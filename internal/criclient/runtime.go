@@ -23,6 +23,9 @@ type runtimeService struct {
 	conn    *grpc.ClientConn
 	client  runtimeapi.RuntimeServiceClient
 	timeout time.Duration
+	// containers and sandboxes keep the last full lists (see listCache).
+	containers *listCache[*runtimeapi.Container]
+	sandboxes  *listCache[*runtimeapi.PodSandbox]
 }
 
 var _ criapi.RuntimeService = (*runtimeService)(nil)
@@ -38,7 +41,13 @@ func NewRuntimeService(ctx context.Context, endpoint string, timeout time.Durati
 	if err != nil {
 		return nil, fmt.Errorf("CRI runtime service: %w", err)
 	}
-	s := &runtimeService{conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn), timeout: timeout}
+	s := &runtimeService{
+		conn:       conn,
+		client:     runtimeapi.NewRuntimeServiceClient(conn),
+		timeout:    timeout,
+		containers: newListCache(func() *runtimeapi.Container { return &runtimeapi.Container{} }),
+		sandboxes:  newListCache(func() *runtimeapi.PodSandbox { return &runtimeapi.PodSandbox{} }),
+	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if _, err := s.client.Version(cctx, &runtimeapi.VersionRequest{}); err != nil {
@@ -145,10 +154,19 @@ func (s *runtimeService) PodSandboxStatus(ctx context.Context, podSandboxID stri
 	return resp, nil
 }
 
-// ListPodSandbox lists the sandboxes that match filter.
+// ListPodSandbox lists the sandboxes that match filter. Without a filter,
+// the sandboxes unchanged since the last such list are the same objects
+// (see listCache): callers must not modify them.
 func (s *runtimeService) ListPodSandbox(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
 	cctx, cancel := s.bound(ctx)
 	defer cancel()
+	if filter == nil {
+		reply := &cachedList[*runtimeapi.PodSandbox]{cache: s.sandboxes}
+		if err := s.conn.Invoke(cctx, runtimeapi.RuntimeService_ListPodSandbox_FullMethodName, &runtimeapi.ListPodSandboxRequest{}, reply); err != nil {
+			return nil, fail(ctx, "ListPodSandbox", err)
+		}
+		return reply.items, nil
+	}
 	resp, err := s.client.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{Filter: filter})
 	if err != nil {
 		return nil, fail(ctx, "ListPodSandbox", err)
@@ -269,10 +287,19 @@ func (s *runtimeService) RemoveContainer(ctx context.Context, containerID string
 	return nil
 }
 
-// ListContainers lists the containers that match filter.
+// ListContainers lists the containers that match filter. Without a
+// filter, the containers unchanged since the last such list are the same
+// objects (see listCache): callers must not modify them.
 func (s *runtimeService) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	cctx, cancel := s.bound(ctx)
 	defer cancel()
+	if filter == nil {
+		reply := &cachedList[*runtimeapi.Container]{cache: s.containers}
+		if err := s.conn.Invoke(cctx, runtimeapi.RuntimeService_ListContainers_FullMethodName, &runtimeapi.ListContainersRequest{}, reply); err != nil {
+			return nil, fail(ctx, "ListContainers", err)
+		}
+		return reply.items, nil
+	}
 	resp, err := s.client.ListContainers(cctx, &runtimeapi.ListContainersRequest{Filter: filter})
 	if err != nil {
 		return nil, fail(ctx, "ListContainers", err)

@@ -66,7 +66,7 @@ func validVersion() *runtimeapi.VersionResponse {
 
 // socketDir returns a directory for a unix socket whose path stays within
 // the 108 bytes a socket path may have.
-func socketDir(t *testing.T) string {
+func socketDir(t testing.TB) string {
 	dir := t.TempDir()
 	if len(dir) > 80 {
 		d, err := os.MkdirTemp("", "cri")
@@ -81,7 +81,7 @@ func socketDir(t *testing.T) string {
 
 // start serves f on a new socket and returns its endpoint. The server
 // stops when the test ends.
-func (f *fake) start(t *testing.T) string {
+func (f *fake) start(t testing.TB) string {
 	t.Helper()
 	f.deadline = map[string]time.Duration{}
 	f.request = map[string]any{}

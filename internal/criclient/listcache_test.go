@@ -1,8 +1,10 @@
 package criclient
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -161,12 +163,74 @@ func newContainerCache() *listCache[*runtimeapi.Container] {
 	return newListCache(func() *runtimeapi.Container { return &runtimeapi.Container{} })
 }
 
+// fields splits an encoded message into its fields.
+func fields(t testing.TB, b []byte) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		m := protowire.ConsumeFieldValue(num, typ, b[max(n, 0):])
+		if n < 0 || m < 0 {
+			t.Fatal("the encoding does not parse")
+		}
+		out = append(out, b[:n+m])
+		b = b[n+m:]
+	}
+	return out
+}
+
+// listOfItem is a list response whose one item is encoded as the fields
+// given.
+func listOfItem(fields ...[]byte) []byte {
+	var item []byte
+	for _, f := range fields {
+		item = append(item, f...)
+	}
+	return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), item)
+}
+
 // TestCachedListDecode: the response's other fields are skipped, an empty
-// response is an empty list, and a response that does not decode is an
-// error that leaves the cache as it was.
+// response is an empty list, a map's entries count whatever their order
+// (but a key written twice is decoded each time), and a response that does
+// not decode is an error that leaves the cache as it was.
 func TestCachedListDecode(t *testing.T) {
 	a := container("a", runtimeapi.ContainerState_CONTAINER_RUNNING)
 	good := encodeList(t, a)
+	_, _, n := protowire.ConsumeTag(good)
+	item, _ := protowire.ConsumeBytes(good[n:])
+	aFields := fields(t, item)
+	reversed := slices.Clone(aFields)
+	slices.Reverse(reversed)
+	// a's fields with its label entries (field 8) swapped: the same map.
+	var labelsSwapped [][]byte
+	var labels [][]byte
+	for _, f := range aFields {
+		if f[0] == 8<<3|2 {
+			labels = append(labels, f)
+		}
+	}
+	if len(labels) != 2 {
+		t.Fatalf("%d label entries, want 2", len(labels))
+	}
+	for _, f := range aFields {
+		switch {
+		case bytes.Equal(f, labels[0]):
+			labelsSwapped = append(labelsSwapped, labels[1])
+		case bytes.Equal(f, labels[1]):
+			labelsSwapped = append(labelsSwapped, labels[0])
+		default:
+			labelsSwapped = append(labelsSwapped, f)
+		}
+	}
+	// A label key written twice, with two values: the last one counts.
+	twice := func(first, second string) []byte {
+		entry := func(v string) []byte {
+			e := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "k")
+			e = protowire.AppendString(protowire.AppendTag(e, 2, protowire.BytesType), v)
+			return protowire.AppendBytes(protowire.AppendTag(nil, 8, protowire.BytesType), e)
+		}
+		return listOfItem(append(slices.Clone(aFields), entry(first), entry(second))...)
+	}
 	withOther := protowire.AppendVarint(protowire.AppendTag(append([]byte(nil), good...), 7, protowire.VarintType), 42)
 	withOther = protowire.AppendBytes(protowire.AppendTag(withOther, 8, protowire.BytesType), []byte("other"))
 	for _, tt := range []struct {
@@ -176,6 +240,9 @@ func TestCachedListDecode(t *testing.T) {
 		reusesA bool
 	}{
 		{"the same list", good, 1, true},
+		{"the same list, a map's entries in another order", listOfItem(labelsSwapped...), 1, true},
+		{"the fields in another order: decoded anew", listOfItem(reversed...), 1, false},
+		{"a map key twice: decoded anew", twice("1", "2"), 1, false},
 		{"other fields skipped", withOther, 1, true},
 		{"empty", nil, 0, false},
 		{"truncated tag", []byte{0x80}, -1, false},
@@ -208,10 +275,32 @@ func TestCachedListDecode(t *testing.T) {
 			if len(l.items) != tt.want {
 				t.Fatalf("%d items, want %d", len(l.items), tt.want)
 			}
-			if tt.reusesA && l.items[0] != first.items[0] {
-				t.Error("container a decoded anew")
+			if tt.want > 0 && (l.items[0] == first.items[0]) != tt.reusesA {
+				t.Errorf("container a reused: %t, want %t", l.items[0] == first.items[0], tt.reusesA)
 			}
 		})
+	}
+}
+
+// TestCachedListDuplicateKeys: the same entries of a map with a key
+// written twice, in two orders, are two different maps (the last value
+// counts): the second list does not reuse the first's object.
+func TestCachedListDuplicateKeys(t *testing.T) {
+	entry := func(v string) []byte {
+		e := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "k")
+		e = protowire.AppendString(protowire.AppendTag(e, 2, protowire.BytesType), v)
+		return protowire.AppendBytes(protowire.AppendTag(nil, 8, protowire.BytesType), e)
+	}
+	id := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "a")
+	cache := newContainerCache()
+	for _, order := range [][2]string{{"1", "2"}, {"2", "1"}} {
+		l := &cachedList[*runtimeapi.Container]{cache: cache}
+		if err := l.decode(listOfItem(id, entry(order[0]), entry(order[1]))); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.items[0].GetLabels()["k"]; got != order[1] {
+			t.Errorf("entries %v: label k = %q, want the last, %q", order, got, order[1])
+		}
 	}
 }
 
@@ -274,10 +363,54 @@ func FuzzCachedListDecode(f *testing.F) {
 		if err := again.decode(data); err != nil {
 			t.Fatalf("the same answer again: %v", err)
 		}
-		for i := range l.items {
-			if again.items[i] != l.items[i] {
-				t.Fatalf("item %d decoded anew from the same answer", i)
+		// Every item with a key (not one with a map key written twice) is
+		// the same object again.
+		i := 0
+		for len(data) > 0 {
+			num, typ, n := protowire.ConsumeTag(data)
+			m := protowire.ConsumeFieldValue(num, typ, data[n:])
+			if num == 1 && typ == protowire.BytesType {
+				item, _ := protowire.ConsumeBytes(data[n:])
+				if _, keyed := cache.key(item, map[uint64]struct{}{}); keyed && again.items[i] != l.items[i] {
+					t.Fatalf("item %d decoded anew from the same answer", i)
+				}
+				i++
 			}
+			data = data[n+m:]
 		}
 	})
+}
+
+// BenchmarkListContainers100: a full ListContainers of 100 unchanged
+// containers through a gRPC runtime, as a relist of a node with 100 pods
+// makes every second: "cached" through the list cache, "decoded" with a
+// filter that matches them all, which decodes every container.
+func BenchmarkListContainers100(b *testing.B) {
+	var items []*runtimeapi.Container
+	for i := range 100 {
+		items = append(items, container(fmt.Sprintf("%064d", i), runtimeapi.ContainerState_CONTAINER_RUNNING))
+	}
+	f := &fake{unary: map[string]unaryFunc{"ListContainers": answer(&runtimeapi.ListContainersResponse{Containers: items})}}
+	endpoint := f.start(b)
+	rs, err := NewRuntimeService(context.Background(), endpoint, 5*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = rs.Close(context.Background()) }()
+	for _, bm := range []struct {
+		name   string
+		filter *runtimeapi.ContainerFilter
+	}{
+		{"cached", nil},
+		{"decoded", &runtimeapi.ContainerFilter{}},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := rs.ListContainers(context.Background(), bm.filter); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

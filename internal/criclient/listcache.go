@@ -51,8 +51,7 @@ func newListCache[T proto.Message](newItem func() T) *listCache[T] {
 // order, but the entries of its maps, each a field of its own, count
 // whatever their order: a runtime encoding with Go's protobuf (containerd
 // 2) writes a map's entries in the map's random order, so that the same
-// container is not the same bytes twice; gogo-protobuf's encoders
-// (containerd 1.6) sort them. An entry's key written twice, where the
+// container is not the same bytes twice. An entry's key written twice, where the
 // order would decide which value counts, is not keyed: decoded every time.
 // seen is scratch space.
 func (c *listCache[T]) key(b []byte, seen map[uint64]struct{}) (uint64, bool) {

@@ -150,6 +150,43 @@ func TestIntegrationRealRuntime(t *testing.T) {
 	if !found {
 		t.Errorf("ListPods does not show pod %s with one sandbox and two containers", pod.UID)
 	}
+
+	// A full list again: the runtime's encoding of the unchanged sandbox
+	// and containers is recognised, and their objects are the last list's.
+	for _, kind := range []string{"sandbox", "container"} {
+		list := func() map[string]any {
+			out := map[string]any{}
+			switch kind {
+			case "sandbox":
+				items, err := r.rs.ListPodSandbox(ctx, nil)
+				if err != nil {
+					t.Fatalf("ListPodSandbox: %v", err)
+				}
+				for _, it := range items {
+					out[it.GetId()] = it
+				}
+			default:
+				items, err := r.rs.ListContainers(ctx, nil)
+				if err != nil {
+					t.Fatalf("ListContainers: %v", err)
+				}
+				for _, it := range items {
+					out[it.GetId()] = it
+				}
+			}
+			return out
+		}
+		first, second := list(), list()
+		want := []string{sbID}
+		if kind == "container" {
+			want = []string{ids["sleeper"], ids["failer"]}
+		}
+		for _, id := range want {
+			if first[id] == nil || first[id] != second[id] {
+				t.Errorf("%s %s: decoded anew by an unchanged full list (listed: %t, %t)", kind, id, first[id] != nil, second[id] != nil)
+			}
+		}
+	}
 }
 
 // waitFor polls GetPodStatus until done holds or ctx ends.

@@ -451,7 +451,9 @@ func (r *Runtime) RemoveImage(ctx context.Context, image string) (err error) {
 	return nil
 }
 
-// listSandboxes is the instrumented ListPodSandbox.
+// listSandboxes is the instrumented ListPodSandbox. The items of a full
+// list (nil filter) can be the objects of earlier ones (the CRI client
+// reuses what did not change): read-only, as every item listed here.
 func (r *Runtime) listSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) (_ []*runtimeapi.PodSandbox, err error) {
 	defer r.record(opListPodSandbox, r.clock.Now(), &err)
 	items, err := r.rs.ListPodSandbox(ctx, filter)
@@ -461,7 +463,8 @@ func (r *Runtime) listSandboxes(ctx context.Context, filter *runtimeapi.PodSandb
 	return items, nil
 }
 
-// listContainers is the instrumented ListContainers.
+// listContainers is the instrumented ListContainers; its items are
+// read-only, as listSandboxes'.
 func (r *Runtime) listContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) (_ []*runtimeapi.Container, err error) {
 	defer r.record(opListContainers, r.clock.Now(), &err)
 	items, err := r.rs.ListContainers(ctx, filter)

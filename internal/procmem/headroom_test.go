@@ -133,20 +133,6 @@ func TestHeadroomFollowsTheAgentsCPUAndHeap(t *testing.T) {
 		live uint64
 		want []string // what is done at the end of the interval
 	}
-	repeat := func(n int, tk tick) []tick {
-		out := make([]tick, n)
-		for i := range out {
-			out[i] = tk
-		}
-		return out
-	}
-	join := func(parts ...[]tick) []tick {
-		var out []tick
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name  string
 		ticks []tick

@@ -114,6 +114,24 @@ func (d *driven) interval(used time.Duration, want string) {
 	}
 }
 
+// repeat is n times tk.
+func repeat[T any](n int, tk T) []T {
+	out := make([]T, n)
+	for i := range out {
+		out[i] = tk
+	}
+	return out
+}
+
+// join is the parts one after the other.
+func join[T any](parts ...[]T) []T {
+	var out []T
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
 // TestReleaserReleasesWhenIdleAfterWork: the binary's pages are released
 // at the end of the first idle interval after the start (once started),
 // and not again while nothing runs; after a busy spell they are dropped at
@@ -126,20 +144,6 @@ func TestReleaserReleasesWhenIdleAfterWork(t *testing.T) {
 		used    time.Duration
 		started bool
 		want    string
-	}
-	repeat := func(n int, tk tick) []tick {
-		out := make([]tick, n)
-		for i := range out {
-			out[i] = tk
-		}
-		return out
-	}
-	join := func(parts ...[]tick) []tick {
-		var out []tick
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
 	}
 	for _, tc := range []struct {
 		name  string

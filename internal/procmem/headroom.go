@@ -126,8 +126,8 @@ func NewHeadroom(o HeadroomOptions) *Headroom {
 // less than IdleCPU of one CPU with no busy interval (BusyCPU or more) and
 // the live heap is QuietMinLive or more; BusyPercent again at once after a
 // busy interval, or when the live heap fell a quarter under QuietMinLive.
-// The agent starts busy. It
-// returns when ctx is done, or at once when GOGC or GOMEMLIMIT is set.
+// The agent starts busy. It returns when ctx is done, or at once when GOGC
+// or GOMEMLIMIT is set.
 func (h *Headroom) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {

@@ -51,8 +51,9 @@ func newListCache[T proto.Message](newItem func() T) *listCache[T] {
 // order, but the entries of its maps, each a field of its own, count
 // whatever their order: a runtime encoding with Go's protobuf (containerd
 // 2) writes a map's entries in the map's random order, so that the same
-// container is not the same bytes twice. An entry's key written twice, where the
-// order would decide which value counts, is not keyed: decoded every time.
+// container is not the same bytes twice. An item with a map key twice
+// (however written), where the order would decide which value counts, is
+// not keyed: decoded every time.
 // seen is scratch space.
 func (c *listCache[T]) key(b []byte, seen map[uint64]struct{}) (uint64, bool) {
 	var seq maphash.Hash
@@ -70,7 +71,8 @@ func (c *listCache[T]) key(b []byte, seen map[uint64]struct{}) (uint64, bool) {
 		}
 		field := b[:n+m]
 		b = b[n+m:]
-		if fd := c.fields.ByNumber(num); fd == nil || !fd.IsMap() || typ != protowire.BytesType {
+		fd := c.fields.ByNumber(num)
+		if fd == nil || !fd.IsMap() || fd.MapKey().Kind() != protoreflect.StringKind || typ != protowire.BytesType {
 			_, _ = seq.Write(field)
 			continue
 		}
@@ -92,8 +94,9 @@ func (c *listCache[T]) key(b []byte, seen map[uint64]struct{}) (uint64, bool) {
 	return seq.Sum64(), true
 }
 
-// entryKey is the encoded key of a map entry: its last field 1, empty
-// without one.
+// entryKey is the key of a string-keyed map entry as the decoder reads
+// it: its last field 1 of the bytes wire type (one of another type is
+// skipped), empty without one.
 func entryKey(entry []byte) ([]byte, bool) {
 	var k []byte
 	for len(entry) > 0 {
@@ -105,8 +108,8 @@ func entryKey(entry []byte) ([]byte, bool) {
 		if m < 0 {
 			return nil, false
 		}
-		if num == 1 {
-			k = entry[n : n+m]
+		if num == 1 && typ == protowire.BytesType {
+			k, _ = protowire.ConsumeBytes(entry[n:])
 		}
 		entry = entry[n+m:]
 	}

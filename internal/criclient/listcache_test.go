@@ -302,6 +302,33 @@ func TestCachedListDuplicateKeys(t *testing.T) {
 			t.Errorf("entries %v: label k = %q, want the last, %q", order, got, order[1])
 		}
 	}
+	// The same, the empty key written two ways: no key field, and a key
+	// field of the varint type, which the decoder skips.
+	noKey := func(v string) []byte {
+		e := protowire.AppendString(protowire.AppendTag(nil, 2, protowire.BytesType), v)
+		return protowire.AppendBytes(protowire.AppendTag(nil, 8, protowire.BytesType), e)
+	}
+	varintKey := func(v string) []byte {
+		e := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 5)
+		e = protowire.AppendString(protowire.AppendTag(e, 2, protowire.BytesType), v)
+		return protowire.AppendBytes(protowire.AppendTag(nil, 8, protowire.BytesType), e)
+	}
+	cache = newContainerCache()
+	for _, tc := range []struct {
+		first, second []byte
+		want          string
+	}{
+		{noKey("1"), varintKey("2"), "2"},
+		{varintKey("2"), noKey("1"), "1"},
+	} {
+		l := &cachedList[*runtimeapi.Container]{cache: cache}
+		if err := l.decode(listOfItem(id, tc.first, tc.second)); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.items[0].GetLabels()[""]; got != tc.want {
+			t.Errorf("label \"\" = %q, want the last, %q", got, tc.want)
+		}
+	}
 }
 
 // TestCodecDecodesCachedLists: the codec hands a cached list the response
@@ -366,17 +393,37 @@ func FuzzCachedListDecode(f *testing.F) {
 		// Every item with a key (not one with a map key written twice) is
 		// the same object again.
 		i := 0
-		for len(data) > 0 {
-			num, typ, n := protowire.ConsumeTag(data)
-			m := protowire.ConsumeFieldValue(num, typ, data[n:])
+		var reversed []byte // the answer with each item's fields reversed
+		for rest := data; len(rest) > 0; {
+			num, typ, n := protowire.ConsumeTag(rest)
+			m := protowire.ConsumeFieldValue(num, typ, rest[n:])
 			if num == 1 && typ == protowire.BytesType {
-				item, _ := protowire.ConsumeBytes(data[n:])
+				item, _ := protowire.ConsumeBytes(rest[n:])
 				if _, keyed := cache.key(item, map[uint64]struct{}{}); keyed && again.items[i] != l.items[i] {
 					t.Fatalf("item %d decoded anew from the same answer", i)
 				}
 				i++
+				fs := fields(t, item)
+				slices.Reverse(fs)
+				reversed = append(reversed, listOfItem(fs...)...)
 			}
-			data = data[n+m:]
+			rest = rest[n+m:]
+		}
+		// The same items with their fields in the reverse order (their map
+		// entries too) decode as the proto decoder reads them, through the
+		// cache that holds them in the first order.
+		var wantRev runtimeapi.ListContainersResponse
+		if err := protobuf.Unmarshal(reversed, &wantRev); err != nil {
+			return
+		}
+		rev := &cachedList[*runtimeapi.Container]{cache: cache}
+		if err := rev.decode(reversed); err != nil {
+			t.Fatalf("the answer reversed: %v", err)
+		}
+		for i := range rev.items {
+			if !protobuf.Equal(rev.items[i], wantRev.Containers[i]) {
+				t.Fatalf("reversed item %d: %v, the proto decoder %v", i, rev.items[i], wantRev.Containers[i])
+			}
 		}
 	})
 }
